@@ -1,0 +1,35 @@
+# Two commands on a fresh machine: `make serve` and `make test`.
+PYTHON ?= /usr/bin/python3
+# The CPU build of torch (a bare `torch` may pull a multi-GB CUDA build). Override elsewhere, e.g.
+#   make test TORCH_SPEC=torch==2.13.0+cpu PIP_EXTRA="--extra-index-url https://download.pytorch.org/whl/cpu"
+TORCH_SPEC ?= torch==2.13.0
+PIP_EXTRA ?=
+# The sandbox drops to an unprivileged uid when run as root, and that uid must be able to read the
+# interpreter's packages: when this checkout is not reachable for it (e.g. under /root), the
+# virtual environment goes to /var/lib/judge instead.
+VENV ?= $(shell sh scripts/venv-dir.sh)
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.judge-installed
+
+.PHONY: setup serve test bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q $(PIP_EXTRA) "$(TORCH_SPEC)"
+	$(PY) -m pip install -q $(PIP_EXTRA) -e ".[test]" "$(TORCH_SPEC)"
+	touch $(STAMP)
+
+serve: setup
+	$(PY) -m judge.cli serve --host 127.0.0.1 --port 8000
+
+test: setup
+	$(PY) -m pytest -q -x --maxfail=5 -p no:randomly tests exercises; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+
+bench: setup
+	$(PY) -m judge.bench
+
+clean:
+	rm -rf .venv judge-out bench-results.json

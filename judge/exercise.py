@@ -1,0 +1,201 @@
+"""Exercises are discovered from folders: ``exercises/<slug>/exercise.toml``.
+
+A broken folder is an ``ExerciseError`` that names it. Reference material lives apart, in
+``reference/<slug>/`` (``solution.py``, ``oracle.py``, ``wrong/*.py``), and is only ever
+loaded by the trusted judge process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from types import ModuleType
+
+from judge.errors import ExerciseError, UnknownExercise
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXERCISES_DIR = REPO_ROOT / "exercises"
+REFERENCE_DIR = REPO_ROOT / "reference"
+TIERS = ("T0", "T1", "T2", "T3")
+_SLUG = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_TEST_FILE = re.compile(r"^test_t([0-3])_[a-z0-9_]+\.py$")
+_EXPECT = re.compile(r"^\s*expect:\s*(T[0-3])\b", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str  # the function the learner implements
+    signature: str  # as shown to the learner, e.g. "f(x, mask) -> Tensor[B]"
+    returns: str = "tensor"  # the declared return kind; the proxy rejects anything else
+
+
+@dataclass(frozen=True)
+class Limits:
+    call_seconds: float = 10.0  # wall-clock limit for one call into the submission
+    total_seconds: float = 60.0  # wall-clock limit for the whole grading
+    cpu_seconds: int = 60  # CPU time of the sandboxed process
+    memory_mb: int = 1024  # extra memory over the zygote's baseline
+
+
+@dataclass(frozen=True)
+class WrongSolution:
+    name: str  # file stem, e.g. "inclusive_endpoints"
+    path: Path
+    expect_tier: str  # the tier that must reject it ("T0".."T3")
+    summary: str  # first docstring line
+
+
+@dataclass
+class Exercise:
+    slug: str
+    root: Path
+    title: str
+    paper: str
+    official: list[str]
+    summary: str
+    functions: list[Function]
+    limits: Limits
+    run_seed: int = 0  # the fixed seed of run mode
+    hidden_feedback: str = "message"  # what a failed hidden test shows: "message" or "name"
+    reference_root: Path = field(default=REFERENCE_DIR)
+
+    # --- learner-visible files -------------------------------------------------------------
+    @property
+    def spec_path(self) -> Path:
+        return self.root / "spec.md"
+
+    @property
+    def starter_path(self) -> Path:
+        return self.root / "starter.py"
+
+    @property
+    def experiment_path(self) -> Path:
+        return self.root / "experiment.py"
+
+    def test_files(self) -> dict[str, list[Path]]:
+        """Tier → its test files, in name order."""
+        out: dict[str, list[Path]] = {t: [] for t in TIERS}
+        for p in sorted((self.root / "tests").glob("test_t*.py")):
+            m = _TEST_FILE.match(p.name)
+            if not m:
+                raise ExerciseError(f"{p}: tier test files are named test_t<0-3>_<name>.py")
+            out[f"T{m.group(1)}"].append(p)
+        return out
+
+    # --- trusted reference material -------------------------------------------------------
+    @property
+    def reference_dir(self) -> Path:
+        return self.reference_root / self.slug
+
+    @property
+    def solution_path(self) -> Path:
+        return self.reference_dir / "solution.py"
+
+    @property
+    def oracle_path(self) -> Path:
+        return self.reference_dir / "oracle.py"
+
+    def wrong_solutions(self) -> list[WrongSolution]:
+        out = []
+        for p in sorted((self.reference_dir / "wrong").glob("*.py")):
+            text = p.read_text()
+            m = _EXPECT.search(text)
+            if not m:
+                raise ExerciseError(f"{p}: a known-wrong solution declares 'expect: T<n>' in its docstring")
+            doc = re.search(r'"""\s*(.+)', text)
+            out.append(WrongSolution(p.stem, p, m.group(1), doc.group(1).strip() if doc else ""))
+        return out
+
+    @cached_property
+    def ref(self) -> ModuleType:
+        return load_module(self.solution_path, f"_judge_ref_{self.slug}_solution")
+
+    @cached_property
+    def oracle(self) -> ModuleType:
+        return load_module(self.oracle_path, f"_judge_ref_{self.slug}_oracle")
+
+    @cached_property
+    def experiment(self) -> ModuleType:
+        return load_module(self.experiment_path, f"_judge_ex_{self.slug}_experiment")
+
+    @property
+    def function_names(self) -> list[str]:
+        return [f.name for f in self.functions]
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    """Import a trusted file by path (reference, oracle, tests, experiment)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    if not path.is_file():
+        raise ExerciseError(f"missing file {path}")
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:
+        del sys.modules[name]
+        raise ExerciseError(f"{path} failed to import: {type(e).__name__}: {e}") from e
+    return mod
+
+
+def load_exercise(folder: Path) -> Exercise:
+    """Parse ``folder/exercise.toml``; every problem is an ExerciseError naming the folder."""
+    folder = Path(folder).resolve()
+    toml_path = folder / "exercise.toml"
+    if not toml_path.is_file():
+        raise UnknownExercise(f"{folder} is not an exercise (no exercise.toml)")
+    try:
+        data = tomllib.loads(toml_path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ExerciseError(f"{toml_path}: invalid TOML: {e}") from e
+    slug = data.get("slug", folder.name)
+    if slug != folder.name or not _SLUG.match(slug):
+        raise ExerciseError(f"{toml_path}: slug {slug!r} must equal the folder name and match {_SLUG.pattern}")
+    try:
+        functions = [Function(f["name"], f["signature"], f.get("returns", "tensor"))
+                     for f in data["functions"]]
+        limits = Limits(**data.get("limits", {}))
+        ex = Exercise(
+            slug=slug, root=folder, title=data["title"], paper=data.get("paper", ""),
+            official=list(data.get("official", [])), summary=data.get("summary", ""),
+            functions=functions, limits=limits, run_seed=int(data.get("run_seed", 0)),
+            hidden_feedback=data.get("hidden_feedback", "message"),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise ExerciseError(f"{toml_path}: {type(e).__name__}: {e}") from e
+    if not functions:
+        raise ExerciseError(f"{toml_path}: declares no functions")
+    for p in (ex.spec_path, ex.starter_path, ex.experiment_path):
+        if not p.is_file():
+            raise ExerciseError(f"exercise {slug}: missing {p.name}")
+    ex.test_files()
+    return ex
+
+
+def discover(root: Path = EXERCISES_DIR) -> dict[str, Exercise]:
+    """Every exercise under ``root``, by slug."""
+    out = {}
+    for toml_path in sorted(Path(root).glob("*/exercise.toml")):
+        ex = load_exercise(toml_path.parent)
+        out[ex.slug] = ex
+    return out
+
+
+def resolve(name_or_path: str) -> Exercise:
+    """An exercise by slug or by folder path; UnknownExercise lists what exists."""
+    p = Path(name_or_path)
+    if (p / "exercise.toml").is_file():
+        return load_exercise(p)
+    if _SLUG.match(name_or_path) and (EXERCISES_DIR / name_or_path / "exercise.toml").is_file():
+        return load_exercise(EXERCISES_DIR / name_or_path)
+    known = ", ".join(sorted(discover())) or "none"
+    raise UnknownExercise(f"unknown exercise {name_or_path!r}; expected one of: {known} "
+                          f"(or a folder holding exercise.toml)")

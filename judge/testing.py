@@ -1,0 +1,196 @@
+"""The toolkit that tier tests are written with.
+
+Tier tests are plain functions named ``test_*`` in ``exercises/<slug>/tests/test_t<N>_*.py``.
+They receive fixtures by parameter name (see ``FIXTURES``) and fail by raising ``Feedback``
+(an ``AssertionError``) with a message that teaches: what was expected, what came back, and
+the smallest input that shows it. The same functions run under the judge (``sub`` is a proxy
+to the sandboxed submission) and under plain pytest (``sub`` is the reference, or ``--impl``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+# Fixture names a test function may ask for, and what each one is.
+FIXTURES = {
+    "sub": "the implementation under test: the sandboxed submission (a proxy) or, under pytest, --impl",
+    "ref": "the exercise's vectorised reference solution (trusted, in-process)",
+    "oracle": "the exercise's scalar-loop oracle (trusted, in-process)",
+    "experiment": "the exercise's experiment.py module",
+    "ctx": "the run's Context: seed, mode, a seeded generator, the artifact folder",
+}
+
+
+class Feedback(AssertionError):
+    """A failed check, with a message meant for the learner."""
+
+
+def visible(fn: Callable) -> Callable:
+    """Mark a T0–T2 test as visible: it runs in ``run`` mode (the others only in ``submit``)."""
+    fn.__judge_visible__ = True
+    return fn
+
+
+def is_visible(fn: Callable) -> bool:
+    return bool(getattr(fn, "__judge_visible__", False))
+
+
+@dataclass
+class Context:
+    """What a test knows about the run it belongs to."""
+
+    seed: int  # the run's seed; fresh in submit mode, fixed in run mode, replayable with --seed
+    mode: str = "submit"  # "run" (visible cases and the experiment) or "submit" (everything)
+    out_dir: Path | None = None  # where T3 writes plots and metrics.json (None: write nothing)
+    exercise: str = ""  # the exercise slug
+    _memo: dict = field(default_factory=dict, repr=False)
+
+    def generator(self, salt: int = 0) -> torch.Generator:
+        """A CPU generator seeded from the run's seed and ``salt`` (one per test keeps tests independent)."""
+        g = torch.Generator()
+        g.manual_seed((self.seed * 1_000_003 + salt) % (2**63 - 1))
+        return g
+
+
+# Reference results are deterministic: compute them once per process.
+_MEMO: dict[Any, Any] = {}
+
+
+def memo(key: Any, compute: Callable[[], Any]) -> Any:
+    """Return ``compute()``, computed once per process for ``key`` (e.g. the reference's T3 metrics)."""
+    if key not in _MEMO:
+        _MEMO[key] = compute()
+    return _MEMO[key]
+
+
+def tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    """(rtol, atol) for comparing against a float64 oracle: tight in float64, float32-sized in float32."""
+    if dtype == torch.float64:
+        return 1e-9, 1e-12
+    return 2e-5, 1e-6
+
+
+def describe(x: Any, limit: int = 12) -> str:
+    """A compact, readable rendering of a value for feedback messages."""
+    if isinstance(x, torch.Tensor):
+        t = x.detach()
+        head = f"tensor(shape={tuple(t.shape)}, dtype={str(t.dtype).replace('torch.', '')}"
+        if t.numel() <= limit:
+            vals = [_fmt(v) for v in t.reshape(-1).tolist()]
+            if t.dim() == 0:
+                return f"{head}, value={vals[0]})"
+            return f"{head}, values={_nest(vals, tuple(t.shape))})"
+        return head + ")"
+    if isinstance(x, float):
+        return _fmt(x)
+    return repr(x)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return str(v)
+        return f"{v:.6g}"
+    return str(v)
+
+
+def _nest(vals: list[str], shape: tuple[int, ...]) -> str:
+    if len(shape) <= 1:
+        return "[" + ", ".join(vals) + "]"
+    step = len(vals) // shape[0] if shape[0] else 0
+    return "[" + ", ".join(_nest(vals[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])) + "]"
+
+
+def describe_inputs(inputs: dict[str, Any] | None) -> str:
+    if not inputs:
+        return ""
+    return "\n  with " + "\n       ".join(f"{k} = {describe(v)}" for k, v in inputs.items())
+
+
+def check_tensor(out: Any, *, what: str, shape: tuple[int, ...] | None = None,
+                 dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Fail unless ``out`` is a plain torch.Tensor of the given shape and dtype; return it."""
+    if not isinstance(out, torch.Tensor) or type(out) is not torch.Tensor:
+        raise Feedback(f"{what} must return a torch.Tensor, got {type_name(out)}")
+    if shape is not None and tuple(out.shape) != tuple(shape):
+        hint = " (a scalar loss has shape (), not (1,))" if shape == () else ""
+        raise Feedback(f"{what} returned shape {tuple(out.shape)}, expected {tuple(shape)}{hint}")
+    if dtype is not None and out.dtype != dtype:
+        raise Feedback(f"{what} returned dtype {out.dtype}, expected {dtype} (preserve the input dtype)")
+    return out
+
+
+def type_name(x: Any) -> str:
+    if isinstance(x, float):
+        return "a Python float (did you call .item()?)"
+    declared = getattr(x, "__judge_type__", None)
+    if declared:
+        return declared
+    t = type(x)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def assert_close(actual: Any, expected: torch.Tensor, *, what: str, rtol: float | None = None,
+                 atol: float | None = None, inputs: dict[str, Any] | None = None,
+                 equal_nan: bool = False) -> None:
+    """Compare ``actual`` with ``expected`` elementwise and explain the first mismatch."""
+    exp = torch.as_tensor(expected)
+    if not isinstance(actual, torch.Tensor):
+        raise Feedback(f"{what}: expected a tensor, got {type_name(actual)}{describe_inputs(inputs)}")
+    if tuple(actual.shape) != tuple(exp.shape):
+        raise Feedback(f"{what}: expected shape {tuple(exp.shape)}, got {tuple(actual.shape)}"
+                       f"{describe_inputs(inputs)}")
+    d_rtol, d_atol = tolerance(actual.dtype)
+    rtol = d_rtol if rtol is None else rtol
+    atol = d_atol if atol is None else atol
+    a = actual.detach().to(torch.float64)
+    e = exp.detach().to(torch.float64)
+    bad_nan = torch.isnan(a) & ~(torch.isnan(e) & torch.tensor(equal_nan))
+    ok = torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=equal_nan) & ~bad_nan
+    if bool(ok.all()):
+        return
+    idx = tuple(int(i) for i in (~ok).nonzero()[0].tolist())
+    where = f" at index {idx}" if idx else ""
+    n_bad = int((~ok).sum())
+    raise Feedback(
+        f"{what}{where}: expected {_fmt(float(e[idx]))}, got {_fmt(float(a[idx]))} "
+        f"({n_bad} of {ok.numel()} values differ; rtol={rtol:g}, atol={atol:g})"
+        f"\n  expected {describe(exp)}\n  got      {describe(actual)}{describe_inputs(inputs)}"
+    )
+
+
+def expect_raises(exc_type: type[BaseException], fn: Callable, *args: Any, what: str,
+                  **kwargs: Any) -> None:
+    """Fail unless ``fn(*args, **kwargs)`` raises ``exc_type`` (e.g. ValueError on bad shapes)."""
+    try:
+        fn(*args, **kwargs)
+    except exc_type:
+        return
+    except Exception as e:  # noqa: BLE001 - the submission raised something else
+        raise Feedback(f"{what}: expected {exc_type.__name__}, but it raised "
+                       f"{type(e).__name__}: {e}") from None
+    raise Feedback(f"{what}: expected {exc_type.__name__}, but nothing was raised")
+
+
+def grad_of(t: torch.Tensor) -> torch.Tensor | None:
+    """The gradient a leaf received, or None."""
+    return t.grad
+
+
+def assert_no_grad(t: torch.Tensor, *, what: str) -> None:
+    """Fail unless the frozen input ``t`` received no gradient (None or all zeros)."""
+    g = t.grad
+    if g is not None and bool((g != 0).any()):
+        raise Feedback(f"{what} must be detached (stop-gradient), but it received gradient {describe(g)}")
+
+
+def leaf(x: torch.Tensor, requires_grad: bool = True) -> torch.Tensor:
+    """A fresh leaf copy of ``x`` that records gradients."""
+    return x.detach().clone().requires_grad_(requires_grad)
