@@ -194,3 +194,15 @@ def assert_no_grad(t: torch.Tensor, *, what: str) -> None:
 def leaf(x: torch.Tensor, requires_grad: bool = True) -> torch.Tensor:
     """A fresh leaf copy of ``x`` that records gradients."""
     return x.detach().clone().requires_grad_(requires_grad)
+
+
+def sibling(test_file: str, name: str):
+    """Load a helper module that lives beside a test file (e.g. ``tests/_cases.py``) by path.
+
+    Tier test files are loaded by path, not as a package, so shared case generators of one
+    exercise are imported with ``cases = sibling(__file__, "_cases")``.
+    """
+    from judge.exercise import load_module
+
+    path = Path(test_file).resolve().parent / f"{name}.py"
+    return load_module(path, f"_judge_tests_{path.parent.parent.name}_{name}")
