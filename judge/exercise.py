@@ -62,7 +62,7 @@ class Exercise:
     limits: Limits
     run_seed: int = 0  # the fixed seed of run mode
     hidden_feedback: str = "message"  # what a failed hidden test shows: "message" or "name"
-    reference_root: Path = field(default=REFERENCE_DIR)
+    reference_root: Path = field(default=REFERENCE_DIR)  # <repo>/reference, beside exercises/
 
     # --- learner-visible files -------------------------------------------------------------
     @property
@@ -168,6 +168,7 @@ def load_exercise(folder: Path) -> Exercise:
             official=list(data.get("official", [])), summary=data.get("summary", ""),
             functions=functions, limits=limits, run_seed=int(data.get("run_seed", 0)),
             hidden_feedback=data.get("hidden_feedback", "message"),
+            reference_root=folder.parent.parent / "reference",
         )
     except (KeyError, TypeError, ValueError) as e:
         raise ExerciseError(f"{toml_path}: {type(e).__name__}: {e}") from e

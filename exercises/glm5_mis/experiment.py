@@ -1,0 +1,191 @@
+"""The glm5_mis toy, run through YOUR masked_is_weights and offpolicy_loss.
+
+1. Ratio sweep. One response of 100 tokens whose current-to-rollout ratios run from 0.505 to
+   1.495 (no ratio sits on a bound: the endpoints are T2's business). It plots your weights next
+   to a clamp (what TIS would do), and the gradient your loss actually sends to each log-prob.
+2. Stale two-action bandit. Logits z (start [0, 0]), rewards [1, 0], learning rate 2, 20 updates.
+   The rollout policy q is a snapshot of the policy taken every 5 updates, so inside a window the
+   data grows stale. Each update uses the exact expectation over q: a batch of two one-token
+   responses, one per action a, with rollout_logp = log q_a and advantage
+   2 * q_a * (R_a - E_q[R]) (the 2 undoes the loss's division by N = 2 valid tokens), so that
+   -dL/dz = E_{a~q}[ w_a (R_a - E_q R) grad log pi_a ]. Late in a stale window both ratios leave
+   (0.8, 1.2): every token is rejected and the update is exactly zero.
+
+Run it on your file:  python exercises/glm5_mis/experiment.py --impl my_solution.py --out figs/
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import torch
+
+CLIP_LOW = 0.2
+CLIP_HIGH = 0.2
+SWEEP_RATIOS = [0.505 + 0.01 * k for k in range(100)]
+REWARDS = [1.0, 0.0]
+LR = 2.0
+UPDATES = 20
+REFRESH_EVERY = 5
+
+
+def ratio_sweep(impl) -> dict:
+    """Weights and gradients of ``impl`` over a grid of ratios (float64, advantage +1)."""
+    ratios = torch.tensor(SWEEP_RATIOS, dtype=torch.float64)
+    K = ratios.numel()
+    rollout_logp = torch.full((1, K), -1.0, dtype=torch.float64)
+    logp = rollout_logp + torch.log(ratios)[None, :]
+    mask = torch.ones(1, K, dtype=torch.bool)
+    w = impl.masked_is_weights(logp, rollout_logp, mask, clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
+    lp = logp.detach().clone().requires_grad_(True)
+    loss = impl.offpolicy_loss(lp, rollout_logp, torch.ones(1, dtype=torch.float64), mask,
+                               clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
+    loss.backward()
+    # -N * dL/dlogp is the per-token weight on grad log pi (= w * A with A = 1).
+    push = (-K * lp.grad)[0] if lp.grad is not None else torch.zeros(K, dtype=torch.float64)
+    clamped = ratios.clamp(1 - CLIP_LOW, 1 + CLIP_HIGH)
+    w = w.detach()[0]
+    return {
+        "sweep_ratios": ratios.tolist(),
+        "sweep_weights": w.tolist(),
+        "sweep_grad": push.tolist(),
+        "sweep_clamped": clamped.tolist(),
+        "sweep_retained": int((w != 0).sum()),
+        "sweep_clamp_gap": float((clamped - w).abs().sum()),
+    }
+
+
+def _bandit(step_fn) -> dict:
+    """Run the stale bandit; ``step_fn(logp, rollout_logp, adv)`` returns (dL/dlogp, weights)."""
+    z = torch.zeros(2, dtype=torch.float64)
+    R = torch.tensor(REWARDS, dtype=torch.float64)
+    p_best, retained, zero_steps, ratios = [float(torch.softmax(z, 0)[0])], [], [], []
+    for k in range(UPDATES):
+        if k % REFRESH_EVERY == 0:
+            q_logp = torch.log_softmax(z, 0)  # the rollout snapshot
+        logp = torch.log_softmax(z, 0)
+        q = q_logp.exp()
+        adv = 2.0 * q * (R - (q * R).sum())
+        g_logp, w = step_fn(logp[:, None], q_logp[:, None], adv)
+        g_logp, w = g_logp[:, 0], w[:, 0]
+        pi = logp.exp()
+        g_z = g_logp - pi * g_logp.sum()  # chain rule through log-softmax
+        z = z - LR * g_z
+        if bool((g_logp == 0).all()):
+            zero_steps.append(k)
+        retained.append(float((q * (w != 0)).sum()))
+        ratios.append((logp - q_logp).exp().tolist())
+        p_best.append(float(torch.softmax(z, 0)[0]))
+    return {"p_best": p_best, "final_p_best": p_best[-1], "zero_grad_updates": len(zero_steps),
+            "zero_grad_steps": zero_steps, "retained_mass": retained, "ratios": ratios}
+
+
+def stale_bandit(impl) -> dict:
+    mask = torch.ones(2, 1, dtype=torch.bool)
+
+    def step(logp, rollout_logp, adv):
+        lp = logp.detach().clone().requires_grad_(True)
+        loss = impl.offpolicy_loss(lp, rollout_logp, adv, mask, clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
+        loss.backward()
+        g = lp.grad if lp.grad is not None else torch.zeros_like(lp)
+        w = impl.masked_is_weights(logp, rollout_logp, mask, clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
+        return g.detach(), w.detach()
+
+    return _bandit(step)
+
+
+def clamped_bandit() -> dict:
+    """The same bandit with the weight clamped to [0.8, 1.2] instead of zeroed (for comparison)."""
+
+    def step(logp, rollout_logp, adv):
+        w = (logp - rollout_logp).exp().clamp(1 - CLIP_LOW, 1 + CLIP_HIGH)
+        return -w * adv[:, None] / 2.0, w
+
+    return _bandit(step)
+
+
+def run(impl, out_dir=None, seed: int = 0) -> dict:
+    """Run the sweep and the bandit through ``impl``; write plots and metrics.json to ``out_dir``.
+
+    The toy is deterministic: ``seed`` is accepted for the common interface and not used.
+    """
+    sweep = ratio_sweep(impl)
+    bandit = stale_bandit(impl)
+    clamp = clamped_bandit()
+    metrics = {**sweep, **{f"bandit_{k}": v for k, v in bandit.items()},
+               "clamp_final_p_best": clamp["final_p_best"],
+               "clamp_zero_grad_updates": clamp["zero_grad_updates"]}
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        _plot(out, sweep, bandit, clamp)
+        (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    return metrics
+
+
+def _plot(out: Path, sweep: dict, bandit: dict, clamp: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lo, hi = 1 - CLIP_LOW, 1 + CLIP_HIGH
+    fig, ax = plt.subplots(1, 2, figsize=(8, 3))
+    r = sweep["sweep_ratios"]
+    for a in ax:
+        a.axvspan(lo, hi, color="0.92")
+        a.set_xlabel("ratio r = exp(logp - rollout_logp)")
+    ax[0].plot(r, sweep["sweep_clamped"], "--", color="0.5", label="clamp(r, 0.8, 1.2)")
+    ax[0].plot(r, sweep["sweep_weights"], color="C0", label="your masked_is_weights")
+    ax[0].set_ylabel("weight")
+    ax[0].legend(fontsize=7)
+    ax[1].plot(r, sweep["sweep_grad"], color="C1")
+    ax[1].set_ylabel("-N dL/dlogp  (A = 1)")
+    ax[1].set_title("gradient your loss sends", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "sweep.png", dpi=72)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(1, 2, figsize=(8, 3))
+    steps = list(range(UPDATES + 1))
+    ax[0].plot(steps, bandit["p_best"], "o-", ms=3, label="your rule")
+    ax[0].plot(steps, clamp["p_best"], "--", color="0.5", label="clamp instead of zero")
+    ax[0].set_xlabel("update")
+    ax[0].set_ylabel("P(best action)")
+    ax[0].legend(fontsize=7)
+    ax[1].bar(range(UPDATES), bandit["retained_mass"], color="C0")
+    for k in bandit["zero_grad_steps"]:
+        ax[1].plot([k], [0.02], "rx")
+    ax[1].set_xlabel("update (x: exactly zero gradient)")
+    ax[1].set_ylabel("rollout mass retained")
+    for a in ax:
+        for k in range(0, UPDATES, REFRESH_EVERY):
+            a.axvline(k, color="0.85", lw=0.8, zorder=0)
+    fig.tight_layout()
+    fig.savefig(out / "bandit.png", dpi=72)
+    plt.close(fig)
+
+
+def _load(path: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("impl", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--impl", required=True, help="your solution file")
+    ap.add_argument("--out", default=None, help="folder for sweep.png, bandit.png, metrics.json")
+    args = ap.parse_args()
+    m = run(_load(args.impl), args.out)
+    print(f"sweep: {m['sweep_retained']} of {len(m['sweep_ratios'])} ratios retained")
+    print(f"bandit: final P(best) = {m['bandit_final_p_best']:.4f}, "
+          f"{m['bandit_zero_grad_updates']} updates with exactly zero gradient "
+          f"(steps {m['bandit_zero_grad_steps']}); clamp instead: {m['clamp_final_p_best']:.4f}")

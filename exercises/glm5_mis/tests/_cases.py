@@ -1,0 +1,58 @@
+"""Shared case builders for the glm5_mis tier tests (loaded with ``sibling(__file__, "_cases")``)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+PAD_FILLS = (float("nan"), float("inf"), float("-inf"), 1e30, -1e30)
+
+
+def random_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, *, bool_mask: bool,
+                pad_fill: float | None, log_ratio_scale: float = 0.3, p_valid: float = 0.7,
+                empty_row: bool = False) -> dict:
+    """Random inputs: logp in (-3, -0.05), log-ratios ~ N(0, scale), a random mask whose padding
+    holds ``pad_fill`` in logp and rollout_logp (None: leave the random finite values there)."""
+    logp = -(0.05 + 2.95 * torch.rand(B, L, generator=g, dtype=torch.float64))
+    log_ratio = log_ratio_scale * torch.randn(B, L, generator=g, dtype=torch.float64)
+    rollout = logp - log_ratio
+    valid = torch.rand(B, L, generator=g) < p_valid
+    if not bool(valid.any()):
+        valid[0, 0] = True
+    if empty_row and B >= 2:
+        valid[B // 2] = False  # a response with no valid token: it still counts nowhere but N
+    adv = torch.randn(B, generator=g, dtype=torch.float64)
+    logp, rollout, adv = logp.to(dtype), rollout.to(dtype), adv.to(dtype)
+    if pad_fill is not None:
+        # opposite signs in the two inputs, so that a naive difference is +inf or 2e30 (NaN stays NaN)
+        logp = torch.where(valid, logp, torch.tensor(pad_fill, dtype=dtype))
+        rollout = torch.where(valid, rollout, torch.tensor(-pad_fill, dtype=dtype))
+    mask = valid.clone() if bool_mask else valid.to(dtype)
+    return {"logp": logp, "rollout_logp": rollout, "advantages": adv, "mask": mask}
+
+
+def clean_inputs(inputs: dict) -> dict:
+    """Copies for feedback messages (never the tensors the submission saw)."""
+    return {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+
+
+def exact_log_ratio(target: float, dtype: torch.dtype, rollout: float = 0.0) -> float:
+    """A logp value x (representable in ``dtype``) with exp(x - rollout) == dtype(target) exactly,
+    computed as torch computes it in ``dtype``. Searches the neighbours of log(target)."""
+    want = torch.tensor(target, dtype=dtype)
+    r = torch.tensor(rollout, dtype=dtype)
+    x = torch.tensor(rollout + math.log(target), dtype=dtype)
+    up, down = x.clone(), x.clone()
+    for _ in range(64):
+        for cand in (up, down):
+            if bool(torch.exp(cand - r) == want):
+                return float(cand)
+        up = torch.nextafter(up, torch.tensor(math.inf, dtype=dtype))
+        down = torch.nextafter(down, torch.tensor(-math.inf, dtype=dtype))
+    raise RuntimeError(f"test setup: no {dtype} log-ratio maps exactly to {target}")
+
+
+def exact_ratio_value(target: float, dtype: torch.dtype) -> float:
+    """The value dtype(target) as a Python float (e.g. float32(0.8) = 0.800000011920929)."""
+    return float(torch.tensor(target, dtype=dtype))

@@ -1,0 +1,165 @@
+"""T3 toy for GRPO: a deterministic 4-arm bandit trained with your two functions.
+
+One prompt, four possible one-token answers ("arms") with rewards [0, 0.2, 1, 0]. Each
+iteration samples a group of G = 8 answers from the current softmax policy (inverse-CDF
+sampling with uniforms drawn up front from a seeded generator, so the run is deterministic),
+computes `group_advantages`, freezes `old_logp`, then takes 4 PPO epochs of plain SGD on the
+four logits, each epoch calling `grpo_loss` and back-propagating through it.
+
+What to look for:
+  * epoch 1 of every iteration is exactly on-policy (r = 1): its clip fraction is exactly 0;
+  * later epochs move the policy away from old_logp and some ratios leave the clip range;
+  * P(arm 2) passes 0.9 within about 30 iterations;
+  * the no-std variant (normalize_std=False, Dr. GRPO style) learns too, more slowly here.
+
+Usage:  python exercises/grpo/experiment.py --impl my_solution.py --out figs/
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from pathlib import Path
+
+import torch
+
+ARM_REWARDS = [0.0, 0.2, 1.0, 0.0]
+BEST_ARM = 2
+GROUP_SIZE = 8
+EPOCHS = 4
+ITERATIONS = 30
+LR = 0.2
+CLIP_LOW = 0.2
+CLIP_HIGH = 0.28
+
+
+def _train(impl, normalize_std: bool, seed: int) -> dict:
+    """Run the bandit once; return per-iteration probabilities and clip fractions."""
+    g = torch.Generator()
+    g.manual_seed(seed)
+    uniforms = torch.rand(ITERATIONS, GROUP_SIZE, generator=g, dtype=torch.float64)
+    arm_rewards = torch.tensor(ARM_REWARDS, dtype=torch.float64)
+    theta = torch.zeros(len(ARM_REWARDS), dtype=torch.float64)   # the policy's logits
+
+    p_best = [float(torch.softmax(theta, -1)[BEST_ARM])]
+    mean_reward, clip_frac, zero_grad_epochs = [], [], 0
+    for it in range(ITERATIONS):
+        probs = torch.softmax(theta, -1)
+        cdf = torch.cumsum(probs, -1)
+        arms = torch.searchsorted(cdf, uniforms[it], right=True).clamp(max=len(ARM_REWARDS) - 1)
+        rewards = arm_rewards[arms]                                # [G]
+        mean_reward.append(float(rewards.mean()))
+        adv = impl.group_advantages(rewards, GROUP_SIZE, normalize_std=normalize_std)
+        adv = adv.detach().to(torch.float64)                       # [G]
+        old_logp = torch.log_softmax(theta, -1)[arms].detach()     # [G]
+        mask = torch.ones(GROUP_SIZE, 1, dtype=torch.bool)         # one token per response
+
+        fracs = []
+        for _ in range(EPOCHS):
+            th = theta.clone().requires_grad_(True)
+            logp = torch.log_softmax(th, -1)[arms]                 # [G], differentiable in th
+            ratio = torch.exp(logp.detach() - old_logp)
+            clipped = ((adv > 0) & (ratio > 1 + CLIP_HIGH)) | ((adv < 0) & (ratio < 1 - CLIP_LOW))
+            fracs.append(float(clipped.double().mean()))
+            # Hand the submission a leaf [G, 1]; chain its gradient back to the logits here.
+            logp_leaf = logp.detach().unsqueeze(-1).clone().requires_grad_(True)
+            loss = impl.grpo_loss(logp_leaf, old_logp.unsqueeze(-1), adv, mask,
+                                  clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
+            loss.backward()
+            g_logp = logp_leaf.grad
+            if g_logp is None:
+                g_logp = torch.zeros_like(logp_leaf)
+            g_logp = g_logp.detach().to(torch.float64).reshape(GROUP_SIZE)
+            if not bool(torch.isfinite(g_logp).all()):
+                raise RuntimeError("grpo_loss produced a non-finite gradient in the bandit")
+            if bool((g_logp == 0).all()):
+                zero_grad_epochs += 1
+            (g_theta,) = torch.autograd.grad(logp, th, grad_outputs=g_logp)
+            theta = (theta - LR * g_theta).detach()
+        clip_frac.append(fracs)
+        p_best.append(float(torch.softmax(theta, -1)[BEST_ARM]))
+
+    hit = [i for i, p in enumerate(p_best) if p > 0.9]
+    return {
+        "p_best": p_best,                       # P(arm 2) before iteration 0 .. after the last
+        "mean_reward": mean_reward,             # the sampled group's mean reward per iteration
+        "clip_frac": clip_frac,                 # [iteration][epoch]
+        "final_p_best": p_best[-1],
+        "iterations_to_0_9": hit[0] if hit else -1,
+        "zero_grad_epochs": zero_grad_epochs,
+        "final_probs": [float(p) for p in torch.softmax(theta, -1)],
+    }
+
+
+def run(impl, out_dir=None, seed: int = 0) -> dict:
+    """Train with std normalisation and without; return JSON-serialisable metrics."""
+    std = _train(impl, normalize_std=True, seed=seed)
+    nostd = _train(impl, normalize_std=False, seed=seed)
+    later = [f for row in std["clip_frac"] for f in row[1:]]
+    metrics = {
+        "arm_rewards": ARM_REWARDS, "group_size": GROUP_SIZE, "epochs": EPOCHS,
+        "iterations": ITERATIONS, "lr": LR, "clip_low": CLIP_LOW, "clip_high": CLIP_HIGH,
+        "p_best": std["p_best"],
+        "mean_reward": std["mean_reward"],
+        "clip_frac": std["clip_frac"],
+        "final_p_best": std["final_p_best"],
+        "final_probs": std["final_probs"],
+        "iterations_to_0_9": std["iterations_to_0_9"],
+        "clip_frac_epoch1_max": max(row[0] for row in std["clip_frac"]),
+        "clip_frac_later_max": max(later),
+        "clip_frac_later_mean": sum(later) / len(later),
+        "zero_grad_epochs": std["zero_grad_epochs"],
+        "nostd_p_best": nostd["p_best"],
+        "nostd_final_p_best": nostd["final_p_best"],
+        "nostd_iterations_to_0_9": nostd["iterations_to_0_9"],
+    }
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
+        _plot(metrics, out)
+    return metrics
+
+
+def _plot(m: dict, out: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 2, figsize=(8, 3))
+    ax[0].plot(m["p_best"], label="GRPO (std-normalised)")
+    ax[0].plot(m["nostd_p_best"], label="no std (R - mean)")
+    ax[0].axhline(0.9, color="grey", lw=0.5, ls="--")
+    ax[0].set_xlabel("iteration")
+    ax[0].set_ylabel("P(arm 2)")
+    ax[0].set_ylim(0, 1)
+    ax[0].legend(fontsize=7)
+    cf = m["clip_frac"]
+    for e in range(len(cf[0])):
+        ax[1].plot([row[e] for row in cf], label=f"epoch {e + 1}")
+    ax[1].set_xlabel("iteration")
+    ax[1].set_ylabel("clip fraction")
+    ax[1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "bandit.png", dpi=72)
+    plt.close(fig)
+
+
+def _load(path: str):
+    spec = importlib.util.spec_from_file_location("grpo_impl", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--impl", required=True, help="your solution file (defines both functions)")
+    ap.add_argument("--out", default=None, help="folder for bandit.png and metrics.json")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    res = run(_load(args.impl), args.out, args.seed)
+    print(json.dumps({k: v for k, v in res.items() if not isinstance(v, list)}, indent=1))
+    print("P(arm 2):", " ".join(f"{p:.3f}" for p in res["p_best"]))
+    print("no-std  :", " ".join(f"{p:.3f}" for p in res["nostd_p_best"]))

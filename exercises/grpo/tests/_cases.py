@@ -1,0 +1,73 @@
+"""Random case generators for the grpo tier tests (small to large, fresh each seeded run)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+PAD_FILLS = (float("nan"), float("inf"), float("-inf"), 1e30)
+CLIPS = ((0.2, 0.2), (0.2, 0.28), (0.1, 0.3), (0.3, 0.1))
+EPS_CHOICES = (None, 0.1, 0.5, 1e-3)          # None: the default eps=1e-6
+
+
+def advantage_cases(g: torch.Generator, limit: int | None = None):
+    """Yield (rewards, group_size, kwargs) from small to large.
+
+    Rewards are binary (constant groups happen often), halves, or continuous; float32 cases
+    only use values whose group means are exact, so a constant group must give exactly 0.
+    """
+    shapes = [(1, 1), (2, 1), (1, 2), (2, 2), (3, 1), (1, 3), (2, 3), (3, 2), (1, 4), (2, 4),
+              (3, 4), (2, 8), (4, 4), (3, 8), (5, 6)]   # (n_groups, G)
+    for k, (n_groups, G) in enumerate(shapes[:limit]):
+        N = n_groups * G
+        kind = k % 3
+        dtype = torch.float64 if k % 2 == 0 else torch.float32
+        if kind == 0:
+            r = (torch.rand(N, generator=g, dtype=torch.float64) < 0.5).to(torch.float64)
+        elif kind == 1:
+            r = torch.randint(0, 3, (N,), generator=g).to(torch.float64) * 0.5
+        else:
+            r = torch.randn(N, generator=g, dtype=torch.float64) * 2.0 + 0.3
+            dtype = torch.float64
+        kwargs = {}
+        eps = EPS_CHOICES[(k // 2) % len(EPS_CHOICES)]
+        if eps is not None:
+            kwargs["eps"] = eps
+        if k % 4 == 3:
+            kwargs["normalize_std"] = False
+        yield r.to(dtype), G, kwargs
+
+
+def loss_cases(g: torch.Generator, limit: int | None = None):
+    """Yield (logp, old_logp, advantages, mask, kwargs) from small to large.
+
+    Covers B != L and B == L, float32 and float64, bool and float masks, both aggregations,
+    asymmetric clips, empty responses, zero advantages, and padding filled with NaN / ±inf /
+    1e30. Ratios are kept at least 1e-3 away from the clip bounds (no ties at the bounds).
+    """
+    shapes = [(1, 1), (1, 3), (2, 2), (3, 1), (2, 5), (3, 3), (4, 2), (3, 7), (5, 5), (4, 8),
+              (6, 3), (8, 8)]
+    for k, (B, L) in enumerate(shapes[:limit]):
+        for dtype in (torch.float64, torch.float32):
+            j = 2 * k + (dtype == torch.float32)
+            clip_low, clip_high = CLIPS[j % len(CLIPS)]
+            logp = -3.0 * torch.rand(B, L, generator=g, dtype=torch.float64) - 0.05
+            delta = 0.35 * torch.randn(B, L, generator=g, dtype=torch.float64)
+            for bound in (math.log(1 - clip_low), math.log(1 + clip_high)):
+                near = (delta - bound).abs() < 1e-3
+                delta = torch.where(near, delta + 0.01, delta)
+            old = logp - delta
+            adv = torch.randn(B, generator=g, dtype=torch.float64)
+            if B >= 3 and j % 3 == 0:
+                adv[B // 2] = 0.0
+            mask = torch.rand(B, L, generator=g) < 0.75
+            mask[:, 0] |= L == 1                       # keep most single-token rows valid
+            if B >= 3 and j % 2 == 0:
+                mask[1] = False                        # an empty response
+            fill = PAD_FILLS[j % len(PAD_FILLS)]
+            logp = torch.where(mask, logp, torch.full_like(logp, fill))
+            old = torch.where(mask, old, torch.full_like(old, PAD_FILLS[(j + 1) % len(PAD_FILLS)]))
+            m = mask if j % 2 == 0 else mask.to(dtype)
+            kwargs = {"clip_low": clip_low, "clip_high": clip_high, "per_token_loss": j % 3 == 1}
+            yield logp.to(dtype), old.to(dtype), adv.to(dtype), m, kwargs

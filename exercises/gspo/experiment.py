@@ -1,0 +1,175 @@
+"""GSPO toy: the analytic three-response diagnostic, run through YOUR implementation.
+
+Three responses (clip_eps = 0.2):
+  1. token log-ratios [log 2, -log 2], A = +1  -> s = 1,   inside the band, gradient -1/6 on BOTH tokens
+  2. token log-ratio  [log 1.5],       A = +2  -> s = 1.5, clipped at 1+eps (no gradient)
+  3. token log-ratio  [log 0.5],       A = -1  -> s = 0.5, clipped at 1-eps (no gradient)
+so s = [1, 1.5, 0.5], loss = -(1 + 2.4 - 0.8)/3 = -0.866667, clip fraction 2/3. Adding an empty
+fourth response with A = 5 gives loss -0.65 and gradient -1/8 on response 1.
+
+It also sweeps one single-token response over s in (0.5, 1.5) for A = +1 and A = -1 and records
+your per-response objective J(s) = -loss and its gradient, and contrasts your gradient matrix
+with what token-level PPO clipping would give on the same tokens (computed here, not by you).
+
+    python exercises/gspo/experiment.py --impl my_solution.py --out figs/
+
+writes ratios.png, gradients.png, surrogate.png and metrics.json into figs/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import torch
+
+CLIP_EPS = 0.2
+SWEEP = [0.525 + 0.05 * k for k in range(20)]  # avoids the band edges 0.8 and 1.2 exactly
+
+
+def _toy(with_empty: bool = False):
+    f64 = torch.float64
+    old = torch.tensor([[-1.0, -1.5], [-0.7, 0.0], [-2.0, 0.0]], dtype=f64)
+    log_ratio = torch.tensor([[math.log(2.0), -math.log(2.0)], [math.log(1.5), 0.0], [math.log(0.5), 0.0]],
+                             dtype=f64)
+    mask = torch.tensor([[True, True], [True, False], [True, False]])
+    adv = torch.tensor([1.0, 2.0, -1.0], dtype=f64)
+    if with_empty:
+        old = torch.cat([old, torch.tensor([[-0.3, -0.4]], dtype=f64)])
+        log_ratio = torch.cat([log_ratio, torch.zeros(1, 2, dtype=f64)])
+        mask = torch.cat([mask, torch.tensor([[False, False]])])
+        adv = torch.cat([adv, torch.tensor([5.0], dtype=f64)])
+    logp = torch.where(mask, old + log_ratio, old)
+    return logp, old, adv, mask
+
+
+def _loss_and_grad(impl, logp, old, adv, mask, clip_eps=CLIP_EPS):
+    x = logp.detach().clone().requires_grad_(True)
+    loss = impl.gspo_loss(x, old, adv, mask, clip_eps=clip_eps)
+    loss.backward()
+    grad = x.grad if x.grad is not None else torch.zeros_like(x)
+    return float(loss), grad.detach()
+
+
+def _token_ppo_grad(logp, old, adv, mask, clip_eps=CLIP_EPS):
+    """For contrast: token-level PPO clipping with a seq-mean-token-mean average (not GSPO)."""
+    x = logp.detach().clone().requires_grad_(True)
+    r = torch.exp(torch.where(mask, x - old, torch.zeros_like(x)))
+    a = adv[:, None]
+    per_tok = torch.minimum(r * a, r.clamp(1 - clip_eps, 1 + clip_eps) * a)
+    n = mask.sum(dim=1).clamp(min=1)
+    J = (torch.where(mask, per_tok, torch.zeros_like(per_tok)).sum(dim=1) / n).sum() / logp.shape[0]
+    (-J).backward()
+    return x.grad.detach()
+
+
+def _plots(out_dir: Path, m: dict) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = ["resp 1 (A=+1)", "resp 2 (A=+2)", "resp 3 (A=-1)"]
+    fig, ax = plt.subplots(figsize=(4.5, 3))
+    colors = ["tab:red" if c else "tab:blue" for c in m["clipped"]]
+    ax.bar(range(3), m["ratios"], color=colors)
+    ax.axhspan(1 - CLIP_EPS, 1 + CLIP_EPS, color="grey", alpha=0.2, label="clip band [0.8, 1.2]")
+    ax.set_xticks(range(3), names, fontsize=7)
+    ax.set_ylabel("sequence ratio s_i")
+    ax.set_title(f"your s_i (red: clipped), clip fraction {m['clip_fraction']:.3f}", fontsize=8)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out_dir / "ratios.png", dpi=80)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(6, 2.8))
+    for ax, key, title in ((axes[0], "grad", "your GSPO d loss/d logp"),
+                           (axes[1], "token_ppo_grad", "token-level PPO (contrast)")):
+        g = m[key]
+        im = ax.imshow(g, cmap="coolwarm", vmin=-0.35, vmax=0.35)
+        for i, row in enumerate(g):
+            for j, v in enumerate(row):
+                ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=7)
+        ax.set_title(title, fontsize=8)
+        ax.set_xticks([0, 1], ["tok 1", "tok 2"], fontsize=7)
+        ax.set_yticks([0, 1, 2], ["resp 1", "resp 2", "resp 3"], fontsize=7)
+    fig.colorbar(im, ax=axes, shrink=0.8)
+    fig.savefig(out_dir / "gradients.png", dpi=80)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(6, 2.8))
+    sw = m["sweep"]
+    for ax, key, title in ((axes[0], "objective", "J(s) = min(sA, clip(s)A)"),
+                           (axes[1], "grad_logp", "dJ/dlogp (1 token)")):
+        ax.plot(sw["s"], sw[f"{key}_pos"], "o-", ms=3, label="A = +1")
+        ax.plot(sw["s"], sw[f"{key}_neg"], "s-", ms=3, label="A = -1")
+        for b in (1 - CLIP_EPS, 1 + CLIP_EPS):
+            ax.axvline(b, color="grey", lw=0.8, ls="--")
+        ax.set_xlabel("s", fontsize=8)
+        ax.set_title(title, fontsize=8)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out_dir / "surrogate.png", dpi=80)
+    plt.close(fig)
+
+
+def run(impl, out_dir=None, seed: int = 0) -> dict:
+    """Run the diagnostic through ``impl`` (any object with sequence_ratio and gspo_loss).
+
+    ``seed`` is accepted for the common interface; the toy is analytic and deterministic.
+    """
+    logp, old, adv, mask = _toy()
+    s = impl.sequence_ratio(logp, old, mask).detach().to(torch.float64)
+    loss, grad = _loss_and_grad(impl, logp, old, adv, mask)
+    a = adv.tolist()
+    clipped = [int((ai > 0 and si > 1 + CLIP_EPS) or (ai < 0 and si < 1 - CLIP_EPS)) for ai, si in zip(a, s.tolist())]
+    logp4, old4, adv4, mask4 = _toy(with_empty=True)
+    loss4, grad4 = _loss_and_grad(impl, logp4, old4, adv4, mask4)
+
+    sweep = {"s": SWEEP, "objective_pos": [], "objective_neg": [], "grad_logp_pos": [], "grad_logp_neg": []}
+    for si in SWEEP:
+        old1 = torch.tensor([[-1.0]], dtype=torch.float64)
+        logp1 = old1 + math.log(si)
+        for sign, tag in ((1.0, "pos"), (-1.0, "neg")):
+            l1, g1 = _loss_and_grad(impl, logp1, old1, torch.tensor([sign], dtype=torch.float64),
+                                    torch.tensor([[True]]))
+            sweep[f"objective_{tag}"].append(-l1)
+            sweep[f"grad_logp_{tag}"].append(-float(g1[0, 0]))
+
+    metrics = {
+        "clip_eps": CLIP_EPS,
+        "ratios": [float(v) for v in s.tolist()],
+        "loss": loss,
+        "grad": [[float(v) for v in row] for row in grad.tolist()],
+        "clipped": clipped,
+        "clip_fraction": sum(clipped) / len(clipped),
+        "token_grad_spread_resp1": abs(float(grad[0, 0]) - float(grad[0, 1])),
+        "loss_with_empty": loss4,
+        "grad_with_empty": [[float(v) for v in row] for row in grad4.tolist()],
+        "token_ppo_grad": [[float(v) for v in row] for row in _token_ppo_grad(logp, old, adv, mask).tolist()],
+        "sweep": sweep,
+    }
+    if out_dir is not None:
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
+        _plots(out_dir, metrics)
+    return metrics
+
+
+def _load(path: str):
+    spec = importlib.util.spec_from_file_location("gspo_impl", Path(path).resolve())
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--impl", required=True, help="your solution file (defines sequence_ratio and gspo_loss)")
+    ap.add_argument("--out", default=None, help="folder for the plots and metrics.json")
+    args = ap.parse_args()
+    m = run(_load(args.impl), args.out)
+    print(json.dumps({k: v for k, v in m.items() if k != "sweep"}, indent=1))

@@ -1,0 +1,160 @@
+"""T3 toy for r3: how much does one MoE layer's output move when the sampler's router is noisy?
+
+A rollout engine ("sampler") and a trainer hold the same MoE layer, but the sampler's router
+logits carry a little numerical noise: u_q = u + sigma * eps. The sampler routes each token to
+I_q = TopK(u_q) and records it. The trainer then either
+
+  * recomputes its own route, I = TopK(u), and outputs F_I(x; u)    ("recompute"), or
+  * replays the recorded route and outputs F_{I_q}(x; u)            ("replay", R3).
+
+Per token we measure ||y_trainer - y_sampler||_2. A tiny sigma flips the top-k set of the few
+tokens whose k-th and (k+1)-th logits nearly tie; recompute then swaps a whole expert (an O(1)
+jump), while replay only sees the O(sigma) change of the gates on the same experts.
+
+Every MoE forward goes through ``impl.moe_replay_forward`` (the standard MoE forward is the replay
+of the trainer's own top-k). Run standalone:
+
+    python exercises/r3/experiment.py --impl my_solution.py --out figs/
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import torch
+
+N, D, E, K = 512, 8, 8, 2
+SIGMAS = [0.0, 0.0025, 0.005, 0.01, 0.02, 0.05]
+
+
+def _toy(seed: int):
+    g = torch.Generator().manual_seed(seed)
+    f64 = torch.float64
+    x = torch.randn(N, D, generator=g, dtype=f64)
+    w_router = torch.randn(D, E, generator=g, dtype=f64) / math.sqrt(D)
+    w_expert = torch.randn(E, D, D, generator=g, dtype=f64) / math.sqrt(D)
+    eps = torch.randn(N, E, generator=g, dtype=f64)  # one noise draw, scaled by each sigma
+    probe = torch.randn(N, D, generator=g, dtype=f64)  # a fixed direction for the gradient check
+    return x, x @ w_router, w_expert, eps, probe
+
+
+def run(impl, out_dir=None, seed: int = 0) -> dict:
+    x, u, w_expert, eps, probe = _toy(seed)
+    idx_train = torch.topk(u, K, dim=-1).indices  # the trainer's own route
+    y_recompute = impl.moe_replay_forward(x, u, idx_train, w_expert, score_function="softmax")
+    set_train = idx_train.sort(dim=-1).values
+
+    m = {"N": N, "D": D, "E": E, "k": K, "seed": seed, "sigmas": list(SIGMAS),
+         "flip_frac": [], "recompute_err_mean": [], "recompute_err_max": [],
+         "replay_err_mean": [], "replay_err_max": [], "replay_err_flipped_max": [],
+         "same_route_max_diff": 0.0}
+    per_token = {}
+    for sigma in SIGMAS:
+        u_q = u + sigma * eps
+        idx_q = torch.topk(u_q, K, dim=-1).indices  # recorded by the sampler
+        y_sampler = impl.moe_replay_forward(x, u_q, idx_q, w_expert, score_function="softmax")
+        y_replay = impl.moe_replay_forward(x, u, idx_q, w_expert, score_function="softmax")
+        flipped = (idx_q.sort(dim=-1).values != set_train).any(dim=-1)
+        err_rec = (y_recompute - y_sampler).detach().norm(dim=-1)
+        err_rep = (y_replay - y_sampler).detach().norm(dim=-1)
+        same = ~flipped  # same expert set, maybe a different column order: outputs must agree
+        if bool(same.any()):
+            diff = float((y_recompute - y_replay).detach()[same].abs().max())
+            m["same_route_max_diff"] = max(m["same_route_max_diff"], diff)
+        m["flip_frac"].append(float(flipped.double().mean()))
+        m["recompute_err_mean"].append(float(err_rec.mean()))
+        m["recompute_err_max"].append(float(err_rec.max()))
+        m["replay_err_mean"].append(float(err_rep.mean()))
+        m["replay_err_max"].append(float(err_rep.max()))
+        m["replay_err_flipped_max"].append(float(err_rep[flipped].max()) if bool(flipped.any()) else 0.0)
+        per_token[sigma] = (err_rec, err_rep, flipped)
+
+    # Replay still trains the router: the gradient reaches the selected logits and only those.
+    sigma = SIGMAS[-1]
+    idx_q = torch.topk(u + sigma * eps, K, dim=-1).indices
+    u_leaf = u.detach().clone().requires_grad_(True)
+    y = impl.moe_replay_forward(x, u_leaf, idx_q, w_expert, score_function="softmax")
+    if y.requires_grad:
+        (y * probe).sum().backward()
+    grad = u_leaf.grad if u_leaf.grad is not None else torch.zeros_like(u)
+    selected = torch.zeros(N, E, dtype=torch.bool).scatter_(1, idx_q, True)
+    m["router_grad_selected_norm"] = float(grad[selected].norm())
+    m["router_grad_unselected_max"] = float(grad[~selected].abs().max())
+
+    if out_dir is not None:
+        _write(Path(out_dir), m, per_token)
+    return m
+
+
+def _write(out: Path, m: dict, per_token: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(m, indent=2))
+    s = [v for v in m["sigmas"] if v > 0]
+    pick = lambda key: [v for sg, v in zip(m["sigmas"], m[key]) if sg > 0]  # noqa: E731
+
+    fig, ax = plt.subplots(1, 2, figsize=(9, 3.6))
+    ax[0].loglog(s, pick("recompute_err_max"), "o-", color="C3", label="recompute, max")
+    ax[0].loglog(s, pick("recompute_err_mean"), "o--", color="C3", label="recompute, mean")
+    ax[0].loglog(s, pick("replay_err_max"), "s-", color="C0", label="replay (R3), max")
+    ax[0].loglog(s, pick("replay_err_mean"), "s--", color="C0", label="replay (R3), mean")
+    ax[0].set_xticks(s)
+    ax[0].set_xticklabels([f"{v:g}" for v in s], fontsize=7)
+    ax[0].xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax[0].set_xlabel("sampler logit noise sigma")
+    ax[0].set_ylabel("||y_trainer - y_sampler||")
+    ax[0].set_title("output mismatch per token")
+    ax[0].legend(fontsize=7)
+    err_rec, err_rep, flipped = per_token[m["sigmas"][-1]]
+    floor = 1e-6
+    ax[1].hist([err_rec.clamp_min(floor).log10().tolist(), err_rep.clamp_min(floor).log10().tolist()],
+               bins=30, label=["recompute", "replay"], color=["C3", "C0"])
+    ax[1].set_xlabel(f"log10 error at sigma={m['sigmas'][-1]} ({int(flipped.sum())} of {m['N']} flipped)")
+    ax[1].set_title("per-token errors")
+    ax[1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "errors.png", dpi=72)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(4.5, 3.4))
+    ax.plot(m["sigmas"], [100 * f for f in m["flip_frac"]], "o-")
+    ax.set_xlabel("sampler logit noise sigma")
+    ax.set_ylabel("% tokens whose top-k set flips")
+    ax.set_title(f"route flips (N={m['N']}, E={m['E']}, k={m['k']})")
+    fig.tight_layout()
+    fig.savefig(out / "flips.png", dpi=72)
+    plt.close(fig)
+
+
+def _load(path: str):
+    p = Path(path).resolve()
+    spec = importlib.util.spec_from_file_location("r3_impl", p)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["r3_impl"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--impl", required=True, help="your solution file (defines moe_replay_forward)")
+    ap.add_argument("--out", default=None, help="folder for metrics.json and the plots")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    metrics = run(_load(args.impl), args.out, seed=args.seed)
+    for i, sg in enumerate(metrics["sigmas"]):
+        print(f"sigma={sg:<7g} flips={100 * metrics['flip_frac'][i]:5.2f}%  "
+              f"recompute mean/max={metrics['recompute_err_mean'][i]:.4f}/{metrics['recompute_err_max'][i]:.3f}  "
+              f"replay mean/max={metrics['replay_err_mean'][i]:.4f}/{metrics['replay_err_max'][i]:.4f}")
+    print(f"router gradient: selected norm {metrics['router_grad_selected_norm']:.4f}, "
+          f"unselected max {metrics['router_grad_unselected_max']:.3g}")

@@ -1,0 +1,74 @@
+"""Shared case generators and trusted float64 formulas for the r3 tier tests."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+DTYPES = (torch.float32, torch.float64)
+SCORE_FUNCTIONS = ("softmax", "sigmoid")
+
+# (N, E, k, D, D_out), smallest first; covers k = 1, k = E, N != E and D != D_out.
+T1_SIZES = [
+    (1, 2, 1, 1, 1),
+    (2, 3, 2, 2, 3),
+    (3, 4, 4, 2, 2),
+    (4, 3, 1, 3, 2),
+    (5, 6, 2, 3, 4),
+    (7, 8, 3, 4, 2),
+    (16, 8, 2, 8, 8),
+    (24, 16, 5, 5, 6),
+]
+
+
+def distinct_idx(g: torch.Generator, n: int, e: int, k: int) -> torch.Tensor:
+    """[n, k] int64: k distinct experts per row, in random column order."""
+    return torch.rand(n, e, generator=g).argsort(dim=-1)[:, :k].contiguous()
+
+
+def make_case(g: torch.Generator, n: int, e: int, k: int, d: int, d_out: int,
+              dtype: torch.dtype = torch.float64, scale: float = 2.0):
+    """x [n, d], router logits u [n, e], recorded experts idx [n, k], expert weights W [e, d, d_out]."""
+    x = torch.randn(n, d, generator=g, dtype=torch.float64).to(dtype)
+    u = (scale * torch.randn(n, e, generator=g, dtype=torch.float64)).to(dtype)
+    idx = distinct_idx(g, n, e, k)
+    w = (torch.randn(e, d, d_out, generator=g, dtype=torch.float64) / math.sqrt(d)).to(dtype)
+    return x, u, idx, w
+
+
+def gates64(u: torch.Tensor, idx: torch.Tensor, score_function: str) -> torch.Tensor:
+    """Trusted replayed gates in float64, [N, k]."""
+    sel = u.detach().double().gather(1, idx.long())
+    if score_function == "softmax":
+        return torch.softmax(sel, dim=-1)
+    s = torch.sigmoid(sel)
+    return s / s.sum(dim=-1, keepdim=True)
+
+
+def expert_outputs64(x: torch.Tensor, idx: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """E_i(x) = x W_{e_i} for the replayed experts, float64 [N, k, D_out]."""
+    return torch.einsum("nd,nkdo->nko", x.detach().double(), w.detach().double()[idx.long()])
+
+
+def forward64(x, u, idx, w, score_function):
+    g = gates64(u, idx, score_function)
+    return torch.einsum("nk,nko->no", g, expert_outputs64(x, idx, w))
+
+
+def standard_moe64(x, u, w, k, score_function):
+    """An ordinary MoE forward that recomputes I = TopK(u) (Megatron's non-pre-softmax rule,
+    sigmoid normalised over the top-k as in this exercise)."""
+    idx = torch.topk(u.detach().double(), k, dim=-1).indices
+    return forward64(x, u, idx, w, score_function)
+
+
+def dy_du64(x, u, idx, w, score_function):
+    """Closed form dy/du_{idx[n, c]} as [N, k, D_out]: g_c (E_c - y), times (1 - sigma(u_c)) for sigmoid."""
+    g = gates64(u, idx, score_function)
+    ex = expert_outputs64(x, idx, w)
+    y = torch.einsum("nk,nko->no", g, ex)
+    coef = g
+    if score_function == "sigmoid":
+        coef = g * (1 - torch.sigmoid(u.detach().double().gather(1, idx.long())))
+    return coef.unsqueeze(-1) * (ex - y.unsqueeze(1))

@@ -1,0 +1,122 @@
+"""Case generators shared by the score_centering tier tests.
+
+Heads are built the way slime records them: a trainer distribution p = softmax(z) and a sampler
+distribution q = softmax(z + noise) over a small vocabulary V; the head H is the sampler's top-k
+(shuffled), and both head log-probs are the full-vocabulary log-probs at those ids.
+"""
+
+import math
+
+import torch
+
+D = torch.float64
+GARBAGE = (float("nan"), float("inf"), -float("inf"), 1e30, -1e30)
+
+
+def randn(g, *shape, scale=1.0):
+    return torch.randn(*shape, generator=g, dtype=D) * scale
+
+
+def distributions(g, lead, V, spread=1.0, mismatch=0.7):
+    """Trainer and sampler log-probs [*lead, V] (float64)."""
+    z = randn(g, *lead, V, scale=spread)
+    log_p = torch.log_softmax(z, -1)
+    log_q = torch.log_softmax(z + randn(g, *lead, V, scale=mismatch), -1)
+    return log_p, log_q
+
+
+def head_ids(g, log_q, k):
+    """The sampler's top-k ids per position, in a random order: [*lead, k]."""
+    ids = torch.topk(log_q, k, dim=-1).indices
+    perm = torch.argsort(torch.rand(ids.shape, generator=g), dim=-1)
+    return ids.gather(-1, perm)
+
+
+def heads(g, lead, V, k, spread=1.0, mismatch=0.7):
+    """(train_head_logp, sampler_head_logp, log_p, log_q, ids), all float64."""
+    log_p, log_q = distributions(g, lead, V, spread, mismatch)
+    ids = head_ids(g, log_q, k)
+    return log_p.gather(-1, ids), log_q.gather(-1, ids), log_p, log_q, ids
+
+
+def mode_and_bounds(g, i):
+    """Cycle through the modes with random bounds that keep some ratios and cut others."""
+    mode = ("none", "tis", "mis")[i % 3]
+    u = torch.rand(2, generator=g, dtype=D).tolist()
+    if mode == "tis":
+        low = 0.0 if i % 2 == 0 else round(0.3 + 0.5 * u[0], 3)
+        high = round(1.1 + 0.9 * u[1], 3)
+    elif mode == "mis":
+        low = round(0.4 + 0.45 * u[0], 3)
+        high = round(1.1 + 0.8 * u[1], 3)
+    else:
+        low, high = 0.0, 2.0
+    return mode, low, high
+
+
+# (B, L, V, k, dtype): small to large; B != L and B == L; float32 and float64; one whole-vocab head.
+LOSS_SIZES = [
+    (1, 1, 3, 2, torch.float64),
+    (2, 3, 5, 2, torch.float32),
+    (3, 3, 6, 4, torch.float64),
+    (3, 2, 5, 5, torch.float64),
+    (4, 2, 8, 3, torch.float32),
+    (4, 4, 10, 5, torch.float32),
+    (5, 7, 12, 6, torch.float64),
+    (8, 6, 16, 8, torch.float64),
+]
+
+
+def loss_case(g, B, L, V, k, dtype, i, pad=True):
+    """A batch for sc_policy_loss: dict of tensors (cast to dtype) plus mode/bounds kwargs."""
+    th, sh, log_p, log_q, ids = heads(g, (B, L), V, k)
+    # The sampled token a ~ q at each position.
+    a = torch.multinomial(log_q.exp().reshape(-1, V), 1, generator=g).reshape(B, L, 1)
+    logp = log_p.gather(-1, a).squeeze(-1)
+    rollout = log_q.gather(-1, a).squeeze(-1)
+    adv = randn(g, B)
+    if pad and B * L > 1:
+        mask = torch.rand(B, L, generator=g) < 0.75
+        mask[0, 0] = True
+        if B >= 3:
+            mask[B - 1] = False  # one empty response
+    else:
+        mask = torch.ones(B, L, dtype=torch.bool)
+    if pad:
+        fill = GARBAGE[i % len(GARBAGE)]
+        pad_m = ~mask
+        logp = logp.masked_fill(pad_m, fill)
+        rollout = rollout.masked_fill(pad_m, GARBAGE[(i + 1) % len(GARBAGE)])
+        th = th.masked_fill(pad_m.unsqueeze(-1), fill)
+        sh = sh.masked_fill(pad_m.unsqueeze(-1), GARBAGE[(i + 2) % len(GARBAGE)])
+    mode, low, high = mode_and_bounds(g, i)
+    if i % 4 == 1:
+        mask = mask.to(dtype)  # 0/1 float masks are accepted too
+    tensors = dict(logp=logp.to(dtype), rollout_logp=rollout.to(dtype), train_head_logp=th.to(dtype),
+                   sampler_head_logp=sh.to(dtype), advantages=adv.to(dtype), mask=mask)
+    return tensors, dict(mode=mode, low=low, high=high)
+
+
+# leading shape and (V, k, dtype) for sc_correction
+CORRECTION_SIZES = [
+    ((), 3, 2, torch.float64),
+    ((2,), 4, 2, torch.float32),
+    ((3,), 5, 3, torch.float64),
+    ((2, 3), 6, 6, torch.float64),
+    ((3, 2), 7, 4, torch.float32),
+    ((4, 4), 9, 5, torch.float64),
+    ((5, 6), 12, 7, torch.float32),
+    ((6, 5), 16, 9, torch.float64),
+]
+
+
+def softmax_head(logits, ids):
+    """Trainer head log-probs built from logits (so gradients reach the logits)."""
+    return torch.log_softmax(logits, -1).gather(-1, ids)
+
+
+def exact_exp(x, dtype):
+    return torch.tensor(x, dtype=dtype).exp().item()
+
+
+LOG2 = math.log(2.0)

@@ -1,0 +1,325 @@
+"""T2: the centring identity, hand-checked values, the eps floors, endpoints, detachment, padding."""
+
+import math
+
+import torch
+
+from judge.testing import Feedback, assert_close, assert_no_grad, describe, leaf, sibling, visible
+
+cases = sibling(__file__, "_cases")
+D = torch.float64
+L2 = math.log(2.0)
+
+
+def _f(x, mode, low, high):
+    """The IS rule on a float64 tensor of ratios (test-side, independent of the submission)."""
+    if mode == "none":
+        return torch.ones_like(x)
+    if mode == "tis":
+        return x.clamp(low, high)
+    return torch.where((x >= low) & (x <= high), x, torch.zeros_like(x))
+
+
+def _full_centering(z, q, ids, mode, low, high, eps=1e-6):
+    """mu_w = sum_v q_hat_v f(p_v / q_hat_v) (e_v - p) over the WHOLE vocabulary, with the sampler
+    tail reconstructed as q_hat_v = rho * p_v off the head (rho with the eps floors)."""
+    p = torch.softmax(z.detach(), -1)
+    in_h = torch.zeros_like(p, dtype=torch.bool)
+    in_h[ids] = True
+    P, Q = p[in_h].sum(), q[in_h].sum()
+    rho = torch.clamp(1 - Q, min=eps) / torch.clamp(1 - P, min=eps)
+    q_hat = torch.where(in_h, q, rho * p)
+    qw = q_hat * _f(p / q_hat, mode, low, high)
+    return qw - p * qw.sum()
+
+
+def _logits_grad_of_correction(sub, z, log_q, ids, **kw):
+    z = leaf(z)
+    c = sub.sc_correction(torch.log_softmax(z, -1)[ids], log_q[ids], **kw)
+    c.backward()
+    return c, z.grad
+
+
+@visible
+def test_seed_check_uncentered_mean(sub, ctx):
+    """p = (0.6, 0.4), q = (0.5, 0.5), s_a = e_a - p: the uncentred mean is q - p = (-0.1, 0.1)."""
+    z0 = torch.tensor([0.6, 0.4], dtype=D).log()
+    log_q = torch.tensor([0.5, 0.5], dtype=D).log()
+    ids = torch.tensor([0, 1])
+    _, g = _logits_grad_of_correction(sub, z0, log_q, ids)
+    assert_close(g, torch.tensor([-0.1, 0.1], dtype=D),
+                 what="d c / d logits for a whole-vocabulary head (must be the mean score mu = q - p)",
+                 inputs=dict(p=torch.tensor([0.6, 0.4]), q=torch.tensor([0.5, 0.5]), head="{0, 1}"))
+    # Token-mean over a = 0 and a = 1 is the expectation under q = (0.5, 0.5): with A = 1 the
+    # centred score has expectation zero, so the loss gradient w.r.t. the logits is 0.
+    z = leaf(z0)
+    lp = torch.log_softmax(z, -1)
+    loss = sub.sc_policy_loss(lp.unsqueeze(-1), log_q.unsqueeze(-1), lp.expand(2, 2).unsqueeze(1),
+                              log_q.expand(2, 2).unsqueeze(1), torch.ones(2, dtype=D),
+                              torch.ones(2, 1, dtype=torch.bool))
+    loss.backward()
+    assert_close(z.grad, torch.zeros(2, dtype=D), atol=1e-12,
+                 what="d loss / d logits averaged over a ~ q with A = 1 (E_q[s_a - mu] = 0; without "
+                      "centring it would be p - q = (0.1, -0.1))",
+                 inputs=dict(p=torch.tensor([0.6, 0.4]), q=torch.tensor([0.5, 0.5]), tokens="a = 0 and a = 1"))
+
+
+HAND_Z = [0.4, -0.2, 0.8, -0.5]
+HAND_Q = [0.45, 0.10, 0.35, 0.10]
+HAND_IDS = [0, 2]
+
+
+@visible
+def test_hand_checked_case(sub, ctx):
+    """logits [.4, -.2, .8, -.5], q = [.45, .1, .35, .1], H = {0, 2}, mode none:
+    P_H = .722853, Q_H = .8, alpha = .721640, coefficients [.240659, .037701], c = -.329408,
+    d c / d logits = [.15991, -.044316, -.082763, -.03283]."""
+    z = torch.tensor(HAND_Z, dtype=D)
+    log_q = torch.tensor(HAND_Q, dtype=D).log()
+    ids = torch.tensor(HAND_IDS)
+    inputs = dict(logits=z, q=torch.tensor(HAND_Q, dtype=D), head="H = {0, 2}", mode="none")
+    th = leaf(torch.log_softmax(z, -1)[ids])
+    c = sub.sc_correction(th, log_q[ids])
+    assert_close(c, torch.tensor(-0.32940826701098097, dtype=D),
+                 what="correction value c (hand-checked: -0.329408)", inputs=inputs)
+    c.backward()
+    assert_close(th.grad, torch.tensor([0.240659498074767, 0.03770066901131741], dtype=D),
+                 what="head coefficients d c / d log p_v = sg(q_v - alpha p_v) (hand-checked: [.240659, .037701]; "
+                      "alpha = (1 - Q_H)/(1 - P_H) = .721640)", inputs=inputs)
+    _, g = _logits_grad_of_correction(sub, z, log_q, ids)
+    assert_close(g, torch.tensor([0.1599099961265508, -0.044316266277978314,
+                                  -0.08276343231726341, -0.03283029753130911], dtype=D),
+                 what="d c / d logits (hand-checked: [.15991, -.044316, -.082763, -.03283])", inputs=inputs)
+
+
+@visible
+def test_tail_weight_alpha_prime(sub, ctx):
+    """P_H = .5, Q_H = .9: rho = .1/.5 = .2, 1/rho = 5. Head ratios p/q = [2/3, 4/9] lie in
+    [.25, 2]. alpha' = rho f(1/rho): none .2, tis .2 * 2 = .4, mis .2 * 0 = 0 (5 is out of band)."""
+    th0 = torch.tensor([0.3, 0.2], dtype=D).log()
+    sh = torch.tensor([0.45, 0.45], dtype=D).log()
+    p = torch.tensor([0.3, 0.2], dtype=D)
+    q = torch.tensor([0.45, 0.45], dtype=D)
+    expected = {"none": q - 0.2 * p, "tis": p - 0.4 * p, "mis": p - 0.0 * p}
+    for mode, coef in expected.items():
+        th = leaf(th0)
+        c = sub.sc_correction(th, sh, mode=mode, low=0.25, high=2.0)
+        c.backward()
+        assert_close(th.grad, coef,
+                     what=f"head coefficients q_v f(p_v/q_v) - alpha' p_v with alpha' = rho f(1/rho) (mode={mode!r})",
+                     inputs=dict(p_head=p, q_head=q, mode=mode, low=0.25, high=2.0))
+        assert_close(c, (coef * th0).sum(), what=f"correction value (mode={mode!r})",
+                     inputs=dict(p_head=p, q_head=q, mode=mode, low=0.25, high=2.0))
+
+
+BOUNDS = {"none": (0.0, 2.0), "tis": (0.7, 1.3), "mis": (0.6, 1.5)}
+
+
+@visible
+def test_gradient_identity_full_vocabulary_centering(sub, ctx):
+    """-grad l = A (w_a s_a - mu_w) with mu_w the full-vocabulary weighted mean score under q_hat."""
+    g = ctx.generator(201)
+    V, k = 7, 3
+    for trial in range(3):
+        for mode, (low, high) in BOUNDS.items():
+            log_p, log_q = cases.distributions(g, (), V, spread=1.0, mismatch=0.8)
+            z0 = log_p  # logits whose softmax is p
+            ids = cases.head_ids(g, log_q, k)
+            q = log_q.exp()
+            mu = _full_centering(z0, q, ids, mode, low, high)
+            inputs = dict(logits=z0, q=q, head=ids, mode=mode, low=low, high=high)
+            _, gz = _logits_grad_of_correction(sub, z0, log_q, ids, mode=mode, low=low, high=high)
+            assert_close(gz, mu, what=f"d c / d logits vs the full-vocabulary centring mu_w under q_hat (mode={mode!r})",
+                         inputs=inputs)
+            # one token, one response: -grad l = A (w_a s_a - mu_w)
+            a = int(torch.multinomial(q, 1, generator=g)) if trial else int(ids[0])
+            A = float(torch.randn((), generator=g, dtype=D))
+            z = leaf(z0)
+            lp = torch.log_softmax(z, -1)
+            loss = sub.sc_policy_loss(lp[a].reshape(1, 1), log_q[a].reshape(1, 1), lp[ids].reshape(1, 1, k),
+                                      log_q[ids].reshape(1, 1, k), torch.tensor([A], dtype=D),
+                                      torch.ones(1, 1, dtype=torch.bool), mode=mode, low=low, high=high)
+            loss.backward()
+            p = torch.softmax(z0, -1)
+            w_a = _f((p[a] / q[a]).reshape(1), mode, low, high)[0]
+            s_a = -p.clone()
+            s_a[a] += 1
+            assert_close(-z.grad, A * (w_a * s_a - mu),
+                         what=f"-d loss / d logits vs A (w_a s_a - mu_w) (mode={mode!r}, token a={a}, A={A:.4g})",
+                         inputs=inputs)
+
+
+@visible
+def test_whole_vocabulary_head_is_exact(sub, ctx):
+    """With H = the whole vocabulary the gradient is the exact centring sum_v q_v f(p_v/q_v) s_v, no NaN."""
+    g = ctx.generator(202)
+    V = 5
+    for dtype in (torch.float64, torch.float32):
+        for mode, (low, high) in BOUNDS.items():
+            log_p, log_q = cases.distributions(g, (), V)
+            ids = torch.randperm(V, generator=g)
+            z0, log_q = log_p.to(dtype), log_q.to(dtype)
+            q = log_q.to(D).exp()
+            p = torch.softmax(z0.to(D), -1)
+            qw = q * _f(p / q, mode, low, high)
+            exact = qw - p * qw.sum()
+            c, gz = _logits_grad_of_correction(sub, z0, log_q, ids, mode=mode, low=low, high=high)
+            inputs = dict(logits=z0, q=q, head="the whole vocabulary", mode=mode)
+            if not (bool(torch.isfinite(c).all()) and bool(torch.isfinite(gz).all())):
+                raise Feedback(f"a whole-vocabulary head (P_H = Q_H = 1 up to rounding, mode={mode!r}, {dtype}) "
+                               f"gave a non-finite correction {describe(c)} or gradient {describe(gz)}: "
+                               f"floor 1 - P_H and 1 - Q_H at eps")
+            assert_close(gz, exact, what=f"d c / d logits for a whole-vocabulary head (mode={mode!r})",
+                         inputs=inputs)
+
+
+def test_eps_floors_keep_extremes_finite(sub, oracle, ctx):
+    """P_H = 1 exactly with Q_H = .8 (rho = .2/eps), P_H = 1 - 1e-12, and Q_H = 1 exactly with P_H = .6."""
+    rows = [
+        ("P_H = 1 exactly, Q_H = 0.8", [0.5, 0.5], [0.5, 0.3]),
+        ("P_H = 1 - 1e-12, Q_H = 0.8", [0.5, 0.5 - 1e-12], [0.5, 0.3]),
+        ("Q_H = 1 exactly, P_H = 0.6", [0.3, 0.3], [0.5, 0.5]),
+    ]
+    for what, p, q in rows:
+        th0, sh = torch.tensor(p, dtype=D).log(), torch.tensor(q, dtype=D).log()
+        for mode in ("none", "tis", "mis"):
+            low, high = (0.0, 2.0) if mode != "mis" else (0.5, 2.0)
+            th = leaf(th0)
+            c = sub.sc_correction(th, sh, mode=mode, low=low, high=high)
+            c.backward()
+            inputs = dict(p_head=torch.tensor(p, dtype=D), q_head=torch.tensor(q, dtype=D), mode=mode,
+                          low=low, high=high, eps=1e-6)
+            if not (math.isfinite(float(c.detach())) and bool(torch.isfinite(th.grad).all())):
+                raise Feedback(f"{what} (mode={mode!r}): the correction must stay finite thanks to the floors "
+                               f"rho = max(1 - Q_H, eps) / max(1 - P_H, eps); got c = {describe(c)}, "
+                               f"gradient {describe(th.grad)}")
+            assert_close(c, oracle.sc_correction(th0, sh, mode=mode, low=low, high=high),
+                         what=f"correction value with {what} (mode={mode!r}; both tail masses floored at eps)",
+                         inputs=inputs)
+            assert_close(th.grad, oracle.sc_coefficients(th0, sh, mode=mode, low=low, high=high),
+                         what=f"head coefficients with {what} (mode={mode!r})", inputs=inputs)
+
+
+def test_mis_endpoints_are_inclusive(sub, ctx):
+    """mis keeps ratios equal to low or high (closed band, slime's "mis" / IcePop), in the head,
+    in the tail factor f(1/rho) and in the sampled-token weight w_a."""
+    for dtype in (torch.float64, torch.float32):
+        l2 = torch.tensor(L2, dtype=dtype)
+        if not ((l2.exp() == 2.0) and ((-l2).exp() == 0.5) and ((-2 * l2).exp() == 0.25)):
+            raise RuntimeError("test setup: exp(+-log 2) is not exact in this dtype")
+        # head: p = [.5, .25], q = [.25, .25]: ratios [2, 1]; P_H = .75, Q_H = .5: rho = 2, 1/rho = .5 = low
+        th0 = torch.stack([-l2, -2 * l2])
+        sh = torch.stack([-2 * l2, -2 * l2])
+        th = leaf(th0)
+        c = sub.sc_correction(th, sh, mode="mis", low=0.5, high=2.0)
+        c.backward()
+        # alpha' = 2 * f(.5) = 2 * .5 = 1; coefficients q w - p = [.25*2 - .5, .25*1 - .25] = [0, 0]
+        assert_close(th.grad, torch.zeros(2, dtype=dtype), atol=1e-12,
+                     what="head coefficients with a head ratio exactly 2 = high and 1/rho exactly .5 = low "
+                          "(both kept: the band is closed)",
+                     inputs=dict(p_head=[0.5, 0.25], q_head=[0.25, 0.25], mode="mis", low=0.5, high=2.0))
+        # sampled-token weights at the endpoints: ratios 2 and .5
+        logp = leaf(torch.stack([-l2, -2 * l2]).reshape(1, 2))
+        rollout = torch.stack([-2 * l2, -l2]).reshape(1, 2)
+        heads = torch.stack([-l2, -l2]).expand(1, 2, 2)  # p = q on the head: correction 0
+        loss = sub.sc_policy_loss(logp, rollout, heads, heads.clone(), torch.ones(1, dtype=dtype),
+                                  torch.ones(1, 2, dtype=torch.bool), mode="mis", low=0.5, high=2.0)
+        loss.backward()
+        assert_close(logp.grad, torch.tensor([[-1.0, -0.25]], dtype=dtype),
+                     what="d loss / d logp = -A w_a / N for token ratios exactly 2 = high and .5 = low "
+                          "(w_a = [2, .5]: both endpoints kept)",
+                     inputs=dict(ratios=[2.0, 0.5], mode="mis", low=0.5, high=2.0, A=1.0))
+
+
+def test_correction_is_not_reweighted(sub, ctx):
+    """The correction is added after IS weighting: its gradient is A coef / N, never A w_a coef / N."""
+    th0 = torch.tensor([0.3, 0.2], dtype=D).log()
+    sh = torch.tensor([0.45, 0.25], dtype=D).log()
+    for mode, (low, high) in (("tis", (0.0, 2.0)), ("mis", (0.2, 2.0))):
+        logp = leaf(torch.tensor([[math.log(0.3)]], dtype=D))
+        rollout = torch.tensor([[math.log(0.2)]], dtype=D)  # w_a = 1.5
+        th = leaf(th0.reshape(1, 1, 2))
+        loss = sub.sc_policy_loss(logp, rollout, th, sh.reshape(1, 1, 2), torch.tensor([2.0], dtype=D),
+                                  torch.ones(1, 1, dtype=torch.bool), mode=mode, low=low, high=high)
+        loss.backward()
+        probe = leaf(th0)
+        sub.sc_correction(probe, sh, mode=mode, low=low, high=high).backward()
+        assert_close(th.grad.reshape(2), 2.0 * probe.grad,
+                     what=f"d loss / d train_head_logp = A * (d c / d train_head_logp) (mode={mode!r}, w_a = 1.5: "
+                          f"the correction is not multiplied by w_a)",
+                     inputs=dict(A=2.0, w_a=1.5, mode=mode))
+        assert_close(logp.grad, torch.tensor([[-3.0]], dtype=D),
+                     what=f"d loss / d logp = -A w_a (mode={mode!r}, A = 2, w_a = 1.5)", inputs=dict(A=2.0, w_a=1.5))
+
+
+def test_on_policy_correction_vanishes(sub, ctx):
+    """q = p on the head: rho = 1, alpha' = f(1), every coefficient p f(1) - f(1) p = 0."""
+    g = ctx.generator(203)
+    th0, *_ = cases.heads(g, (3,), 8, 4)
+    for mode, (low, high) in BOUNDS.items():
+        th = leaf(th0)
+        c = sub.sc_correction(th, th0.clone(), mode=mode, low=low, high=high)
+        c.sum().backward()
+        assert_close(c, torch.zeros(3, dtype=D), atol=1e-12,
+                     what=f"correction when sampler head == trainer head (mode={mode!r})",
+                     inputs=dict(train_head_logp=th0, mode=mode))
+        assert_close(th.grad, torch.zeros(3, 4, dtype=D), atol=1e-12,
+                     what=f"d c / d train_head_logp when sampler head == trainer head (mode={mode!r})",
+                     inputs=dict(train_head_logp=th0, mode=mode))
+
+
+@visible
+def test_frozen_inputs_get_no_gradient(sub, ctx):
+    g = ctx.generator(204)
+    t, kw = cases.loss_case(g, 3, 4, 7, 3, D, 1)
+    for mode, (low, high) in BOUNDS.items():
+        frozen = {n: leaf(t[n]) for n in ("rollout_logp", "sampler_head_logp", "advantages")}
+        args = {**t, **frozen, "logp": leaf(t["logp"]), "train_head_logp": leaf(t["train_head_logp"])}
+        sub.sc_policy_loss(**args, mode=mode, low=low, high=high).backward()
+        for n, x in frozen.items():
+            assert_no_grad(x, what=f"{n} (sc_policy_loss, mode={mode!r})")
+        sh = leaf(t["sampler_head_logp"][:1, :1])
+        sub.sc_correction(leaf(t["train_head_logp"][:1, :1]), sh, mode=mode, low=low, high=high).sum().backward()
+        assert_no_grad(sh, what=f"sampler_head_logp (sc_correction, mode={mode!r})")
+
+
+@visible
+def test_padding_is_neutralised(sub, ctx):
+    """Masked positions may hold NaN / inf / 1e30 anywhere, heads included: the loss and the
+    gradients equal those of the same batch with harmless padding, and padded gradients are 0."""
+    g = ctx.generator(205)
+    clean, kw = cases.loss_case(g, 3, 4, 6, 3, D, 2, pad=False)
+    mask = torch.tensor([[1, 1, 0, 0], [1, 0, 1, 0], [0, 0, 0, 0]], dtype=torch.bool)
+    clean["mask"] = mask
+    for fill in (float("nan"), float("inf"), 1e30):
+        dirty = dict(clean)
+        for n in ("logp", "rollout_logp"):
+            dirty[n] = clean[n].masked_fill(~mask, fill)
+        for n in ("train_head_logp", "sampler_head_logp"):
+            dirty[n] = clean[n].masked_fill(~mask.unsqueeze(-1), fill)
+        results = []
+        for batch in (clean, dirty):
+            logp, head = leaf(batch["logp"]), leaf(batch["train_head_logp"])
+            loss = sub.sc_policy_loss(**{**batch, "logp": logp, "train_head_logp": head}, **kw)
+            loss.backward()
+            results.append((loss, logp.grad, head.grad))
+        inputs = dict(mask=mask, padding=fill, **kw)
+        assert_close(results[1][0], results[0][0].detach(), what=f"loss with padding = {fill}", inputs=inputs)
+        for i, n in ((1, "logp"), (2, "train_head_logp")):
+            assert_close(results[1][i], results[0][i], what=f"{n}.grad with padding = {fill}", inputs=inputs)
+            pad = ~mask if i == 1 else (~mask).unsqueeze(-1).expand_as(results[1][i])
+            if bool((results[1][i][pad] != 0).any()) or not bool(torch.isfinite(results[1][i]).all()):
+                raise Feedback(f"{n}.grad must be exactly 0 at padded positions (padding = {fill}), got "
+                               f"{describe(results[1][i])}")
+
+
+def test_inputs_not_mutated(sub, ctx):
+    g = ctx.generator(206)
+    t, kw = cases.loss_case(g, 3, 3, 6, 3, torch.float32, 3)
+    before = {n: x.clone() for n, x in t.items()}
+    sub.sc_policy_loss(**t, **kw)
+    sub.sc_correction(t["train_head_logp"][0], t["sampler_head_logp"][0], **kw)
+    for n, x in t.items():
+        same = (x == before[n]) | (torch.isnan(x) & torch.isnan(before[n])) if x.is_floating_point() else x == before[n]
+        if not bool(same.all()):
+            raise Feedback(f"{n} was modified in place: before {describe(before[n])}, after {describe(x)}")

@@ -1,0 +1,130 @@
+"""``grade(...)``: the one library call behind ``judge local``, the service and the benchmarks."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+import types
+from pathlib import Path
+from typing import Callable
+
+from judge.errors import JudgeError, SubmissionFailure
+from judge.exercise import TIERS, Exercise
+from judge.models import (Artifact, Resources, SubmissionError, TestResult, TierResult, Timings,
+                          Verdict)
+from judge.proxy import SubmissionProxy
+from judge.runner import artifacts_in, run_tiers
+from judge.sandbox import Sandbox
+from judge.testing import Context
+
+log = logging.getLogger("judge.grading")
+MEDIA_TYPES = {".png": "image/png", ".json": "application/json", ".svg": "image/svg+xml",
+               ".csv": "text/csv", ".txt": "text/plain"}
+
+
+def choose_seed(exercise: Exercise, mode: str, seed: int | None) -> int:
+    """Run mode replays the visible cases (fixed seed); submit mode draws fresh inputs."""
+    if seed is not None:
+        return int(seed)
+    return exercise.run_seed if mode == "run" else secrets.randbelow(2**31)
+
+
+def grade(exercise: Exercise, source: str, *, sandbox: Sandbox | None, mode: str = "submit",
+          seed: int | None = None, tiers: list[str] | None = None, out_dir: Path | None = None,
+          on_test: Callable[[str, TestResult], None] | None = None) -> Verdict:
+    """Grade ``source`` (a submission's text) on ``exercise``.
+
+    ``sandbox=None`` runs the submission in this process, with no isolation: for the reference,
+    for authors and for the benchmark's floor, never for untrusted code.
+    """
+    if mode not in ("run", "submit"):
+        raise ValueError(f"mode must be 'run' or 'submit', got {mode!r}")
+    tiers = list(tiers or TIERS)
+    seed = choose_seed(exercise, mode, seed)
+    t_start = time.perf_counter()
+    verdict = Verdict(exercise=exercise.slug, verdict="error", mode=mode, seed=seed)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    ctx = Context(seed=seed, mode=mode, out_dir=out_dir, exercise=exercise.slug)
+    job = None
+    try:
+        t_load = time.perf_counter()
+        if sandbox is None:
+            sub = _load_in_process(exercise, source)
+            verdict.sandbox = ["none (in-process)"]
+        else:
+            job = sandbox.open_job(exercise.limits)
+            verdict.sandbox = job.layers
+            sub = _load_in_sandbox(exercise, source, job)
+        verdict.timings.load_ms = _ms(t_load)
+        t_grade = time.perf_counter()
+        verdict.tiers, stopped = run_tiers(exercise, sub, ctx, tiers=tiers, on_test=on_test)
+        verdict.timings.grading_ms = _ms(t_grade)
+        if stopped is not None:
+            verdict.error = SubmissionError(kind=stopped.kind, message=stopped.message)
+        verdict.resources.calls = getattr(sub, "calls", 0)
+        ran = [t for t in verdict.tiers if t.status != "skipped"]
+        ok = ran and all(t.status == "passed" for t in ran) and stopped is None
+        verdict.verdict = "accepted" if ok else "rejected"
+    except SubmissionFailure as e:
+        verdict.verdict = "rejected"
+        verdict.error = SubmissionError(kind=e.kind, message=e.message)
+        verdict.tiers = [TierResult(tier=t, status="skipped") for t in TIERS]
+    except JudgeError as e:
+        log.exception("grading %s failed", exercise.slug)
+        verdict.verdict = "error"
+        verdict.error = SubmissionError(kind="internal", message=e.message)
+    except Exception as e:  # noqa: BLE001 - a judge bug: logged, reported, never blamed on the learner
+        log.exception("grading %s failed", exercise.slug)
+        verdict.verdict = "error"
+        verdict.error = SubmissionError(kind="internal", message=f"the judge failed: {type(e).__name__}: {e}")
+    finally:
+        if job is not None:
+            res = job.close()
+            verdict.resources = Resources(cpu_ms=res.cpu_ms, peak_rss_mb=round(res.maxrss_kb / 1024, 1),
+                                          wall_ms=res.wall_ms, calls=verdict.resources.calls)
+            verdict.output = job.output
+    verdict.artifacts = [Artifact(name=name, path=str(path), size=path.stat().st_size,
+                                  media_type=MEDIA_TYPES.get(path.suffix, "application/octet-stream"))
+                         for name, path in artifacts_in(out_dir)]
+    verdict.timings.total_ms = _ms(t_start)
+    return verdict
+
+
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1000, 2)
+
+
+def _load_in_sandbox(exercise: Exercise, source: str, job) -> SubmissionProxy:
+    msg = job.request({"op": "load", "source": source, "functions": exercise.function_names},
+                      during="loading the submission")
+    h = msg.header
+    if not h.get("ok"):
+        kind = h.get("kind") if h.get("kind") in ("syntax_error", "import_error") else "import_error"
+        raise SubmissionFailure(kind, str(h.get("message", ""))[:2000])
+    missing = [str(m) for m in h.get("missing", [])][:20]
+    if missing:
+        raise SubmissionFailure("missing_function", _missing_message(exercise, missing))
+    return SubmissionProxy(job, exercise.functions)
+
+
+def _load_in_process(exercise: Exercise, source: str) -> types.ModuleType:
+    mod = types.ModuleType("submission")
+    try:
+        code = compile(source, "submission.py", "exec", dont_inherit=True)
+    except SyntaxError as e:
+        raise SubmissionFailure("syntax_error", f"line {e.lineno}: {e.msg}") from None
+    try:
+        exec(code, mod.__dict__)
+    except Exception as e:  # noqa: BLE001
+        raise SubmissionFailure("import_error", f"{type(e).__name__}: {e}") from None
+    missing = [n for n in exercise.function_names if not callable(getattr(mod, n, None))]
+    if missing:
+        raise SubmissionFailure("missing_function", _missing_message(exercise, missing))
+    return mod
+
+
+def _missing_message(exercise: Exercise, missing: list[str]) -> str:
+    sigs = {f.name: f.signature for f in exercise.functions}
+    return "missing function(s): " + "; ".join(f"{m} — expected {sigs.get(m, m)}" for m in missing)

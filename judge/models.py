@@ -1,0 +1,82 @@
+"""The result document: one ``Verdict`` model is the schema of ``judge local --json``, the API and
+the store. Its JSON Schema is published as ``docs/verdict.schema.json`` (``judge schema``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+SCHEMA_VERSION = 1
+
+TestStatus = Literal["passed", "failed", "error", "skipped"]
+ErrorKind = Literal["syntax_error", "import_error", "missing_function", "time_limit",
+                    "memory_limit", "runtime_error", "internal"]
+# The kinds that mean the submission could not run (exit status 3), as opposed to "internal".
+SUBMISSION_ERROR_KINDS = ("syntax_error", "import_error", "missing_function", "time_limit",
+                          "memory_limit", "runtime_error")
+
+
+class TestResult(BaseModel):
+    name: str  # the test function's name, e.g. "test_strict_endpoints"
+    status: TestStatus  # passed | failed | error (the test could not complete) | skipped
+    message: str = ""  # what was expected, what came back, the smallest input that shows it
+    visible: bool = True  # whether the learner sees this test in run mode
+    duration_ms: float = 0.0  # wall time of the test
+
+
+class TierResult(BaseModel):
+    tier: Literal["T0", "T1", "T2", "T3"]  # T0 contracts, T1 oracle, T2 properties, T3 experiment
+    status: TestStatus  # failed if any test failed or errored; skipped if none ran
+    tests: list[TestResult] = Field(default_factory=list)  # in the order they ran
+    duration_ms: float = 0.0  # wall time of the tier
+
+
+class Artifact(BaseModel):
+    name: str  # file name, e.g. "bandit.png"
+    path: str  # where it was written (judge local) or its storage key (service)
+    media_type: str  # e.g. "image/png", "application/json"
+    size: int = 0  # bytes
+
+
+class SubmissionError(BaseModel):
+    kind: ErrorKind  # why the submission could not run, or "internal" when the judge failed
+    message: str  # a user-facing explanation; tracebacks go to the logs
+
+
+class Timings(BaseModel):
+    startup_ms: float = 0.0  # starting the judge: zygote and exercise loading (judge local)
+    load_ms: float = 0.0  # forking the sandbox and importing the submission
+    grading_ms: float = 0.0  # running the tiers
+    total_ms: float = 0.0  # the whole grade() call
+
+
+class Resources(BaseModel):
+    cpu_ms: float = 0.0  # CPU time used by the sandboxed process
+    peak_rss_mb: float = 0.0  # its peak resident memory, pages shared with the zygote included
+    wall_ms: float = 0.0  # wall time of the sandboxed process
+    calls: int = 0  # calls the tests made into the submission
+
+
+class Verdict(BaseModel):
+    schema_version: int = SCHEMA_VERSION  # bumps when a field changes meaning
+    exercise: str  # the exercise slug
+    verdict: Literal["accepted", "rejected", "error"]  # error: the judge failed, never the submission
+    mode: Literal["run", "submit"]  # run: visible cases and the experiment; submit: everything
+    seed: int  # replays the run's random inputs with --seed
+    tiers: list[TierResult] = Field(default_factory=list)  # T0..T3, in order
+    artifacts: list[Artifact] = Field(default_factory=list)  # plots and metrics the submission produced
+    error: SubmissionError | None = None  # why grading stopped early, if it did
+    timings: Timings = Field(default_factory=Timings)  # where the time went
+    resources: Resources = Field(default_factory=Resources)  # what the sandboxed process used
+    sandbox: list[str] = Field(default_factory=list)  # the isolation layers that were in force
+    output: str = ""  # the submission's stdout and stderr, capped; never parsed
+
+    @property
+    def exit_code(self) -> int:
+        """0 accepted, 1 rejected, 3 rejected because it could not run, 4 the judge failed."""
+        if self.verdict == "accepted":
+            return 0
+        if self.verdict == "error":
+            return 4
+        return 3 if self.error is not None and self.error.kind in SUBMISSION_ERROR_KINDS else 1

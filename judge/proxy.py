@@ -1,0 +1,206 @@
+"""The submission as tier tests see it: a module-like proxy whose functions run in the sandbox.
+
+``proxy.f(*args, **kwargs)`` sends tensors and plain values to the child and returns what the
+submission returned, as fresh plain tensors. Autograd crosses the boundary: inputs that require
+grad become leaves in the child, and an output's ``backward()`` asks the child for the gradients
+(``_Bridge``). In-place mutation of inputs is copied back. Exceptions come back as the same
+built-in type; anything that means the process could not run (time, memory, exit) is a
+``SubmissionFailure``, which tests cannot catch.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import torch
+
+from judge.errors import RemoteException, SubmissionFailure
+from judge.exercise import Function
+from judge.sandbox import Job
+from judge.testing import Feedback
+from sandbox import wire
+
+_PASS_THROUGH = ("ValueError", "TypeError", "RuntimeError", "IndexError", "KeyError",
+                 "NotImplementedError", "ZeroDivisionError", "AttributeError", "AssertionError",
+                 "ArithmeticError", "OverflowError", "LookupError", "NameError",
+                 "UnboundLocalError", "RecursionError", "FloatingPointError")
+_REMOTE_TYPES: dict[str, type] = {}
+
+
+def remote_exception(type_name: str, message: str) -> Exception:
+    """An exception that is an instance of the built-in type the submission raised."""
+    base = getattr(builtins, type_name, None) if type_name in _PASS_THROUGH else RuntimeError
+    cls = _REMOTE_TYPES.get(type_name)
+    if cls is None:
+        cls = type(f"Remote{type_name}", (base, RemoteException), {"remote_type": type_name})
+        _REMOTE_TYPES[type_name] = cls
+    return cls(message)
+
+
+def _flatten(tree: Any) -> list[torch.Tensor]:
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    if isinstance(tree, (list, tuple)):
+        return [t for v in tree for t in _flatten(v)]
+    if isinstance(tree, dict):
+        return [t for v in tree.values() for t in _flatten(v)]
+    return []
+
+
+def _tensor_nodes(tree: Any) -> list[dict]:
+    """The tensor nodes of an encoded tree, in the order the child flattens the value."""
+    if type(tree) is dict:
+        if "T" in tree and "dtype" in tree:
+            return [tree]
+        if "L" in tree or "U" in tree:
+            return [n for v in tree.get("L", tree.get("U")) for n in _tensor_nodes(v)]
+        if "D" in tree:
+            return [n for _, v in tree["D"] for n in _tensor_nodes(v)]
+    return []
+
+
+def _rebuild(tree: Any, tensors: list[torch.Tensor]) -> Any:
+    it = iter(tensors)
+
+    def go(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            return next(it)
+        if isinstance(v, list):
+            return [go(x) for x in v]
+        if isinstance(v, tuple):
+            return tuple(go(x) for x in v)
+        if isinstance(v, dict):
+            return {k: go(x) for k, x in v.items()}
+        return v
+
+    return go(tree)
+
+
+class _State:
+    def __init__(self, proxy: "SubmissionProxy", handle: int, fn: str, outputs: list[torch.Tensor],
+                 diff_mask: list[bool], inputs: list[torch.Tensor]):
+        self.proxy, self.handle, self.fn = proxy, handle, fn
+        self.outputs, self.diff_mask, self.inputs = outputs, diff_mask, inputs
+
+
+class _Bridge(torch.autograd.Function):
+    """Connects a remote call's outputs to its inputs in the test's autograd graph."""
+
+    @staticmethod
+    def forward(ctx, state: _State, *inputs: torch.Tensor):
+        ctx.state = state
+        outs = [o.clone() for o in state.outputs]
+        ctx.mark_non_differentiable(*[o for o, d in zip(outs, state.diff_mask) if not d])
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, *grad_outputs: torch.Tensor):
+        state: _State = ctx.state
+        grads = [g if g is not None else torch.zeros_like(o)
+                 for g, o, d in zip(grad_outputs, state.outputs, state.diff_mask) if d]
+        got = state.proxy._backward(state, grads)
+        return (None, *got)
+
+
+class SubmissionProxy:
+    """Module-like access to the sandboxed submission's declared functions."""
+
+    def __init__(self, job: Job, functions: list[Function]):
+        self._job = job
+        self._functions = {f.name: f for f in functions}
+        self.calls = 0  # how many calls the tests made (for the timings report)
+
+    def __getattr__(self, name: str):
+        functions = self.__dict__.get("_functions", {})
+        if name not in functions:
+            raise AttributeError(f"the exercise declares no function {name!r}")
+        return lambda *args, **kwargs: self._call(name, args, kwargs)
+
+    def _call(self, fn: str, args: tuple, kwargs: dict) -> Any:
+        self.calls += 1
+        blobs: list[bytes] = []
+        host_in = _flatten(list(args)) + _flatten(kwargs)
+        flags = [bool(t.requires_grad and t.is_floating_point()) for t in host_in]
+        header = {"op": "call", "fn": fn, "args": wire.encode(list(args), blobs),
+                  "kwargs": wire.encode(dict(kwargs), blobs), "grad": flags}
+        msg = self._job.request(header, blobs, during=f"a call to {fn}")
+        h = msg.header
+        if not h.get("ok"):
+            self._raise(fn, h.get("exc") or {})
+        self._copy_back(host_in, msg)
+        result_tree = h.get("result")
+        result = msg.value(result_tree)
+        nodes = _tensor_nodes(result_tree)
+        self._check_return(fn, result, nodes)
+        outs = _flatten(result)
+        if not outs:
+            return result
+        diff = [bool(n.get("rg")) and o.is_floating_point() for n, o in zip(nodes, outs)]
+        handle = int(h.get("handle") or 0)
+        diff_inputs = [t for t, f in zip(host_in, flags) if f]
+        if handle and any(diff) and diff_inputs:
+            state = _State(self, handle, fn, outs, diff, diff_inputs)
+            outs = list(_Bridge.apply(state, *diff_inputs))
+        else:  # a detached result, or a leaf the submission made itself
+            outs = [o.requires_grad_(True) if d else o for o, d in zip(outs, diff)]
+        return _rebuild(result, outs)
+
+    def _raise(self, fn: str, exc: dict) -> None:
+        kind, type_name = exc.get("kind"), str(exc.get("type", "Exception"))[:100]
+        message = str(exc.get("message", ""))[:2000] + str(exc.get("where", ""))[:200]
+        if kind == "memory_limit":
+            raise SubmissionFailure("memory_limit", f"{fn} ran out of memory: {message}")
+        if type_name in ("SystemExit", "KeyboardInterrupt", "GeneratorExit"):
+            raise SubmissionFailure("runtime_error", f"{fn} raised {type_name}({message}): a "
+                                    f"submission may not exit or interrupt the judge")
+        if type_name == "NotImplementedError":
+            raise remote_exception(type_name, f"{fn} is not implemented yet")
+        raise remote_exception(type_name, f"{fn} raised {type_name}: {message}")
+
+    def _check_return(self, fn: str, result: Any, nodes: list[dict]) -> None:
+        if self._functions[fn].returns != "tensor":
+            return
+        if not isinstance(result, torch.Tensor):
+            what = "a Python float (did you call .item()?)" if isinstance(result, float) else \
+                getattr(result, "__judge_type__", None) or type(result).__name__
+            raise Feedback(f"{fn} must return a torch.Tensor, but it returned {what}")
+        if nodes and nodes[0].get("sub"):
+            raise Feedback(f"{fn} must return a plain torch.Tensor, but it returned the Tensor "
+                           f"subclass {nodes[0]['sub']}")
+
+    def _copy_back(self, host_in: list[torch.Tensor], msg: wire.Message) -> None:
+        tree = msg.header.get("mutated")
+        if not tree:
+            return
+        mutated = msg.value(tree)
+        if not isinstance(mutated, dict):
+            return
+        for key, new in mutated.items():
+            i = int(key) if key.isdigit() else -1
+            if 0 <= i < len(host_in) and isinstance(new, torch.Tensor):
+                t = host_in[i]
+                with torch.no_grad():
+                    if new.shape == t.shape and new.dtype == t.dtype:
+                        t.copy_(new)
+                    else:  # resized or retyped in place: make the damage visible to the test
+                        t.fill_(float("nan") if t.is_floating_point() else 0)
+
+    def _backward(self, state: _State, grads: list[torch.Tensor]) -> list[torch.Tensor | None]:
+        blobs: list[bytes] = []
+        header = {"op": "backward", "handle": state.handle, "grads": wire.encode(grads, blobs)}
+        msg = self._job.request(header, blobs, during=f"the backward pass of {state.fn}")
+        if not msg.header.get("ok"):
+            self._raise(f"{state.fn} (backward)", msg.header.get("exc") or {})
+        got = msg.value(msg.header.get("grads"))
+        if not isinstance(got, list) or len(got) != len(state.inputs):
+            raise Feedback(f"the backward pass of {state.fn} returned the wrong number of gradients")
+        out: list[torch.Tensor | None] = []
+        for g, x in zip(got, state.inputs):
+            if g is None:
+                out.append(None)
+            elif isinstance(g, torch.Tensor) and g.shape == x.shape:
+                out.append(g.to(x.dtype))
+            else:
+                raise Feedback(f"the backward pass of {state.fn} returned a gradient of the wrong shape")
+        return out

@@ -1,0 +1,113 @@
+"""Collect an exercise's tier tests and run them against an implementation.
+
+Test files are loaded once per process (they are trusted, and cheap to keep); each test function
+gets its fixtures by parameter name. A ``Feedback``/``AssertionError`` is a failed test; a
+``SubmissionFailure`` (time, memory, exit) stops the whole run; anything else is a test that
+could not complete, logged with its traceback and shown to the learner without it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from judge.errors import ExerciseError, RemoteException, SubmissionFailure
+from judge.exercise import TIERS, Exercise, load_module
+from judge.models import TestResult, TierResult
+from judge.testing import Context, Feedback, is_visible
+
+log = logging.getLogger("judge.runner")
+
+
+def collect(exercise: Exercise) -> dict[str, list[Callable]]:
+    """Tier → its test functions, in file and definition order."""
+    out: dict[str, list[Callable]] = {}
+    for tier, files in exercise.test_files().items():
+        fns: list[Callable] = []
+        for path in files:
+            mod = load_module(path, f"_judge_tests_{exercise.slug}_{path.stem}")
+            tests = [(name, fn) for name, fn in vars(mod).items()
+                     if name.startswith("test_") and inspect.isfunction(fn)
+                     and fn.__module__ == mod.__name__]
+            tests.sort(key=lambda p: p[1].__code__.co_firstlineno)
+            fns += [fn for _, fn in tests]
+        out[tier] = fns
+    return out
+
+
+def _fixtures(fn: Callable, available: dict[str, Any]) -> dict[str, Any]:
+    params = inspect.signature(fn).parameters
+    unknown = [p for p in params if p not in available]
+    if unknown:
+        raise ExerciseError(f"{fn.__module__}.{fn.__name__} asks for unknown fixtures {unknown}; "
+                            f"available: {sorted(available)}")
+    return {p: available[p] for p in params}
+
+
+def run_tiers(exercise: Exercise, sub: Any, ctx: Context, *, tiers: list[str],
+              on_test: Callable[[str, TestResult], None] | None = None) -> tuple[list[TierResult], SubmissionFailure | None]:
+    """Run the selected tiers; returns the results and the failure that stopped them, if any."""
+    available = {"sub": sub, "ctx": ctx, "ref": exercise.ref, "oracle": exercise.oracle,
+                 "experiment": exercise.experiment}
+    hide_messages = ctx.mode == "submit" and exercise.hidden_feedback == "name"
+    results: list[TierResult] = []
+    stopped: SubmissionFailure | None = None
+    for tier, fns in collect(exercise).items():
+        tr = TierResult(tier=tier, status="skipped")
+        results.append(tr)
+        if tier not in tiers:
+            continue
+        t_tier = time.perf_counter()
+        for fn in fns:
+            visible = tier == "T3" or is_visible(fn)
+            if ctx.mode == "run" and not visible:
+                continue
+            name = fn.__name__
+            if stopped is not None:
+                tr.tests.append(TestResult(name=name, status="skipped", visible=visible,
+                                           message=f"not run: {stopped.message}"))
+                continue
+            t0 = time.perf_counter()
+            status, message = "passed", ""
+            try:
+                fn(**_fixtures(fn, available))
+            except SubmissionFailure as e:
+                stopped, status, message = e, "failed", e.message
+            except RemoteException as e:
+                status, message = "failed", str(e)
+            except (Feedback, AssertionError) as e:
+                status, message = "failed", str(e) or f"{name} failed"
+            except ExerciseError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the test could not complete
+                log.exception("test %s of %s could not complete", name, exercise.slug)
+                status, message = "error", f"the test could not complete: {type(e).__name__}: {e}"
+            if status != "passed" and hide_messages and not visible and stopped is None:
+                message = "a hidden test failed"
+            result = TestResult(name=name, status=status, message=message[:4000], visible=visible,
+                                duration_ms=round((time.perf_counter() - t0) * 1000, 2))
+            tr.tests.append(result)
+            if on_test:
+                on_test(tier, result)
+        tr.duration_ms = round((time.perf_counter() - t_tier) * 1000, 2)
+        ran = [t for t in tr.tests if t.status != "skipped"]
+        if not ran:
+            tr.status = "skipped"
+        elif any(t.status == "failed" for t in ran):
+            tr.status = "failed"
+        elif any(t.status == "error" for t in ran):
+            tr.status = "error"
+        else:
+            tr.status = "passed"
+    return results, stopped
+
+
+def artifacts_in(out_dir: Path | None) -> list[tuple[str, Path]]:
+    """The regular files T3 wrote (trusted code writes them; links are still never followed)."""
+    if out_dir is None or not out_dir.is_dir():
+        return []
+    return [(p.name, p) for p in sorted(out_dir.iterdir())
+            if p.is_file() and not p.is_symlink()]

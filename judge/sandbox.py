@@ -1,0 +1,307 @@
+"""The judge's side of the sandbox: start the zygote, open jobs, talk to a job, end it.
+
+One ``Sandbox`` owns one zygote process (``python -m sandbox.zygote``, scrubbed environment) and
+can run many jobs at once. A ``Job`` is one forked child holding one submission: requests go over
+its own socket with per-call and per-job deadlines; its stdout/stderr are drained into a capped
+buffer and never parsed; its end is known from the zygote's exit report, not from EOF.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from judge.errors import SandboxError, SubmissionFailure
+from judge.exercise import Limits
+from sandbox import wire
+
+log = logging.getLogger("judge.sandbox")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+OUTPUT_CAP = 64 << 10  # bytes of a submission's stdout/stderr kept
+SANDBOX_UID = 65534
+_ENV_PASSTHROUGH = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+@dataclass
+class Resources:
+    cpu_ms: float = 0.0  # CPU time of the sandboxed process
+    maxrss_kb: int = 0  # its peak resident memory (shared pages of the zygote included)
+    wall_ms: float = 0.0  # wall time from fork to exit
+
+
+@dataclass
+class _Exit:
+    status: int
+    signal: int
+    cpu_ms: float
+    maxrss_kb: int
+
+
+class Sandbox:
+    """A warm zygote and the jobs forked from it."""
+
+    def __init__(self, scratch_root: str | None = None, start_timeout: float = 60.0):
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._jobs: dict[str, Job] = {}
+        self.info: dict = {}
+        self.root = os.geteuid() == 0
+        base = scratch_root or os.environ.get("JUDGE_SCRATCH_DIR") or tempfile.gettempdir()
+        self.scratch_root = Path(tempfile.mkdtemp(prefix="judge-scratch-", dir=base))
+        os.chmod(self.scratch_root, 0o711)
+        self._ready = threading.Event()
+        self._start(start_timeout)
+
+    # --- the zygote ------------------------------------------------------------------------
+    def _start(self, timeout: float) -> None:
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONPATH": str(REPO_ROOT),
+               "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+        env.update({k: os.environ[k] for k in _ENV_PASSTHROUGH if k in os.environ})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sandbox.zygote", str(theirs.fileno())],
+            pass_fds=[theirs.fileno()], env=env, cwd="/", stdin=subprocess.DEVNULL,
+            start_new_session=True)
+        theirs.close()
+        self.ctrl = mine
+        self._reader = threading.Thread(target=self._read_ctrl, name="zygote-ctrl", daemon=True)
+        self._reader.start()
+        if not self._ready.wait(timeout):
+            self.close()
+            raise SandboxError("the sandbox zygote did not start in time")
+
+    def _read_ctrl(self) -> None:
+        while True:
+            try:
+                data = self.ctrl.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            try:
+                msg = json.loads(data)
+            except ValueError:
+                continue
+            ev = msg.get("event")
+            if ev == "ready":
+                self.info = msg
+                self._ready.set()
+                continue
+            job = self._jobs.get(str(msg.get("id")))
+            if job is not None:
+                job._event(msg)
+        self.alive = False
+        for job in list(self._jobs.values()):
+            job._event({"event": "exited", "status": -9, "signal": 9, "cpu_ms": 0, "maxrss_kb": 0,
+                        "zygote_gone": True})
+
+    alive = True
+
+    def close(self) -> None:
+        for job in list(self._jobs.values()):
+            job.kill()
+        try:
+            self.ctrl.close()
+        except OSError:
+            pass
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        shutil.rmtree(self.scratch_root, ignore_errors=True)
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- jobs ------------------------------------------------------------------------------
+    def open_job(self, limits: Limits) -> "Job":
+        if not self.alive:
+            raise SandboxError("the sandbox zygote has stopped")
+        job_id = f"j{next(self._ids)}"
+        scratch = self.scratch_root / job_id
+        scratch.mkdir(mode=0o700)
+        if self.root:
+            os.chown(scratch, SANDBOX_UID, SANDBOX_UID)
+        host_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        job = Job(self, job_id, host_sock, out_r, scratch, limits)
+        self._jobs[job_id] = job
+        req = {"op": "start", "id": job_id, "scratch": str(scratch),
+               "limits": {"cpu_seconds": int(limits.cpu_seconds), "memory_mb": int(limits.memory_mb)}}
+        try:
+            with self._lock:
+                socket.send_fds(self.ctrl, [json.dumps(req).encode()], [child_sock.fileno(), out_w])
+        except OSError as e:
+            self._jobs.pop(job_id, None)
+            raise SandboxError(f"could not reach the sandbox zygote: {e}") from e
+        finally:
+            child_sock.close()
+            os.close(out_w)
+        job._wait_hello()
+        return job
+
+    def _kill(self, job_id: str) -> None:
+        try:
+            with self._lock:
+                self.ctrl.send(json.dumps({"op": "kill", "id": job_id}).encode())
+        except OSError:
+            pass
+
+    def _forget(self, job: "Job") -> None:
+        self._jobs.pop(job.id, None)
+
+
+class Job:
+    """One sandboxed child holding one submission."""
+
+    def __init__(self, box: Sandbox, job_id: str, sock: socket.socket, out_r: int, scratch: Path,
+                 limits: Limits):
+        self.box, self.id, self.sock, self.scratch, self.limits = box, job_id, sock, scratch, limits
+        self.layers: list[str] = []
+        self.missing_layers: list[str] = []
+        self.pid = 0
+        self.started_at = time.monotonic()
+        self.deadline = self.started_at + limits.total_seconds
+        self._exited = threading.Event()
+        self._exit: _Exit | None = None
+        self._output = bytearray()
+        self._output_dropped = 0
+        self._out_thread = threading.Thread(target=self._drain, args=(out_r,), daemon=True)
+        self._out_thread.start()
+        self.closed = False
+
+    # --- events from the zygote ------------------------------------------------------------
+    def _event(self, msg: dict) -> None:
+        ev = msg.get("event")
+        if ev == "started":
+            self.pid = int(msg.get("pid", 0))
+        elif ev in ("exited", "failed"):
+            self._exit = _Exit(int(msg.get("status", -1)), int(msg.get("signal", 0)),
+                               float(msg.get("cpu_ms", 0)), int(msg.get("maxrss_kb", 0)))
+            self._exited.set()
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)  # wakes a request waiting on this socket
+            except OSError:
+                pass
+
+    def _drain(self, fd: int) -> None:
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            while True:
+                chunk = f.read(65536)
+                if not chunk:
+                    return
+                room = OUTPUT_CAP - len(self._output)
+                self._output += chunk[:max(room, 0)]
+                self._output_dropped += max(len(chunk) - max(room, 0), 0)
+
+    @property
+    def output(self) -> str:
+        text = self._output.decode("utf-8", "replace")
+        if self._output_dropped:
+            text += f"\n[… {self._output_dropped} more bytes of output dropped]"
+        return text
+
+    # --- requests --------------------------------------------------------------------------
+    def _wait_hello(self) -> None:
+        header, _ = self._receive(min(30.0, self.limits.total_seconds), during="start-up")
+        self.layers = list(header.get("layers", []))
+        self.missing_layers = list(header.get("missing", []))
+
+    def request(self, header: dict, blobs: list[bytes] = (), *, during: str) -> wire.Message:
+        """Send one request and wait for its reply within the call and job deadlines."""
+        if self.closed:
+            raise SubmissionFailure("runtime_error", "the submission's process has already ended")
+        try:
+            wire.send(self.sock, header, blobs)
+        except OSError:
+            self._fail(during)
+        reply, payload = self._receive(self.limits.call_seconds, during=during)
+        try:
+            return wire.Message(reply, payload)
+        except wire.WireError as e:
+            self.kill()
+            raise SubmissionFailure("runtime_error", f"the submission's process sent a malformed "
+                                    f"reply during {during}: {e}") from None
+
+    def _receive(self, call_seconds: float, *, during: str) -> tuple[dict, bytearray]:
+        deadline = min(time.monotonic() + call_seconds, self.deadline)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([self.sock], [], [], remaining)[0]:
+            self.kill()
+            which = "its call limit" if deadline < self.deadline else "the exercise's total limit"
+            raise SubmissionFailure("time_limit", f"{during} ran past {which} "
+                                    f"({call_seconds:g} s per call, {self.limits.total_seconds:g} s in all)")
+        # The reply is complete once its first byte is here, unless the child dies mid-frame.
+        self.sock.settimeout(max(deadline - time.monotonic(), 0.1))
+        try:
+            return wire.recv(self.sock)
+        except (EOFError, OSError, wire.WireError):
+            self._fail(during)
+
+    def _fail(self, during: str):
+        """The child is gone (or talking nonsense): say why, in the submission's terms."""
+        self.kill()
+        self._exited.wait(3.0)
+        ex = self._exit
+        if ex is None:
+            raise SubmissionFailure("runtime_error", f"the submission's process stopped answering during {during}")
+        if ex.signal == signal.SIGKILL and ex.cpu_ms >= self.limits.cpu_seconds * 1000 * 0.95 \
+                or ex.signal == signal.SIGXCPU:
+            raise SubmissionFailure("time_limit", f"CPU time limit ({self.limits.cpu_seconds} s) "
+                                    f"exceeded during {during}")
+        if ex.signal == signal.SIGKILL:
+            raise SubmissionFailure("memory_limit" if self._oom() else "runtime_error",
+                                    f"the submission's process was killed during {during}")
+        if ex.signal:
+            raise SubmissionFailure("runtime_error", f"the submission's process died of signal "
+                                    f"{signal.Signals(ex.signal).name} during {during}")
+        raise SubmissionFailure("runtime_error", f"the submission's process exited (status "
+                                f"{ex.status}) during {during}; calling exit() is not allowed")
+
+    def _oom(self) -> bool:
+        return False
+
+    # --- the end ---------------------------------------------------------------------------
+    def kill(self) -> None:
+        if not self._exited.is_set():
+            self.box._kill(self.id)
+
+    def close(self) -> Resources:
+        """End the child (politely, then by force), wipe its scratch dir, report its resource use."""
+        if not self.closed:
+            self.closed = True
+            if not self._exited.is_set():
+                try:
+                    wire.send(self.sock, {"op": "exit"})
+                except OSError:
+                    pass
+                if not self._exited.wait(1.0):
+                    self.kill()
+                    self._exited.wait(5.0)
+            self.sock.close()
+            self._out_thread.join(1.0)
+            self.box._forget(self)
+            # rmtree avoids symlink attacks on Linux (fd-based, O_NOFOLLOW): nothing outside is touched.
+            shutil.rmtree(self.scratch, ignore_errors=True)
+        ex = self._exit or _Exit(0, 0, 0.0, 0)
+        return Resources(cpu_ms=ex.cpu_ms, maxrss_kb=ex.maxrss_kb,
+                         wall_ms=round((time.monotonic() - self.started_at) * 1000, 1))

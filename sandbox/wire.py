@@ -1,0 +1,229 @@
+"""The safe encoding of messages between the judge and a sandboxed submission.
+
+A frame is ``!II`` (header length, payload length), a JSON header, then the raw bytes of every
+tensor in the header, concatenated. Values form a small JSON tree; a tensor is a node naming its
+dtype (from a fixed list), shape and byte range in the payload. Nothing is ever unpickled and no
+code object crosses: a malicious peer can only send wrong numbers, bad JSON or oversized frames,
+and each of those is a ``WireError``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import struct
+from typing import Any
+
+import torch
+
+_FRAME = struct.Struct("!II")
+MAX_HEADER = 4 << 20  # bytes of JSON in one frame
+MAX_PAYLOAD = 256 << 20  # bytes of tensor data in one frame
+MAX_DEPTH = 16  # nesting of lists/tuples/dicts
+MAX_NODES = 10_000  # values in one tree
+
+DTYPES: dict[str, torch.dtype] = {
+    "float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
+    "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
+    "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
+}
+_DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+
+
+class WireError(Exception):
+    """A malformed, oversized or truncated message."""
+
+
+# --- framing -------------------------------------------------------------------------------
+
+def send(sock: socket.socket, header: dict, blobs: list[bytes] = ()) -> None:
+    head = json.dumps(header, separators=(",", ":")).encode()
+    size = sum(len(b) for b in blobs)
+    sock.sendall(_FRAME.pack(len(head), size) + head)
+    for b in blobs:
+        sock.sendall(b)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytearray:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise EOFError("peer closed the connection")
+        got += k
+    return buf
+
+
+def recv(sock: socket.socket, max_payload: int = MAX_PAYLOAD) -> tuple[dict, bytearray]:
+    head_len, size = _FRAME.unpack(_recv_exact(sock, _FRAME.size))
+    if head_len > MAX_HEADER or size > max_payload:
+        raise WireError(f"frame too large ({head_len} header bytes, {size} payload bytes)")
+    try:
+        header = json.loads(_recv_exact(sock, head_len))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise WireError(f"bad header: {e}") from None
+    if not isinstance(header, dict):
+        raise WireError("header is not an object")
+    payload = _recv_exact(sock, size) if size else bytearray()
+    return header, payload
+
+
+# --- values ----------------------------------------------------------------------------------
+
+def type_name(x: Any) -> str:
+    t = type(x)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def encode(value: Any, blobs: list[bytes], *, depth: int = 0) -> Any:
+    """Encode a value tree; tensors append their bytes to ``blobs``."""
+    if depth > MAX_DEPTH:
+        raise WireError("value nested too deeply")
+    if isinstance(value, torch.Tensor):
+        return _encode_tensor(value, blobs)
+    if value is None or isinstance(value, (bool, int, str)) and type(value) in (bool, int, str):
+        return value
+    if type(value) is float:
+        return {"f": value if math.isfinite(value) else repr(value)}
+    if type(value) in (list, tuple):
+        items = [encode(v, blobs, depth=depth + 1) for v in value]
+        return {"L": items} if type(value) is list else {"U": items}
+    if type(value) is dict and all(type(k) is str for k in value):
+        return {"D": [[k, encode(v, blobs, depth=depth + 1)] for k, v in value.items()]}
+    return {"O": type_name(value), "r": _safe_repr(value)}
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        return repr(value)[:200]
+    except BaseException:  # noqa: BLE001 - a hostile __repr__
+        return "<unrepresentable>"
+
+
+def _encode_tensor(t: torch.Tensor, blobs: list[bytes]) -> dict:
+    kind = type(t)
+    with torch._C.DisableTorchFunctionSubclass():
+        plain = torch.Tensor.detach(t)
+        if plain.dtype not in _DTYPE_NAMES:
+            raise WireError(f"unsupported tensor dtype {plain.dtype}")
+        plain = plain.cpu().contiguous()
+        raw = plain.reshape(-1).view(torch.uint8).numpy().tobytes() if plain.numel() else b""
+        node = {
+            "T": len(blobs),
+            "dtype": _DTYPE_NAMES[plain.dtype],
+            "shape": list(plain.shape),
+            "rg": bool(t.requires_grad),  # requires_grad
+            "gf": t.grad_fn is not None,  # part of an autograd graph
+        }
+    if kind is not torch.Tensor:
+        node["sub"] = type_name(t)  # a Tensor subclass: reported, never trusted
+    blobs.append(raw)
+    return node
+
+
+def tensor_nbytes(node: dict) -> int:
+    dtype = DTYPES.get(node.get("dtype"))
+    shape = node.get("shape")
+    if dtype is None or type(shape) is not list or len(shape) > 8 \
+            or not all(type(s) is int and 0 <= s <= MAX_PAYLOAD for s in shape):
+        raise WireError("bad tensor node")
+    return math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+
+
+def blob_table(header_tensors: list[dict], payload: bytearray) -> list[tuple[int, int]]:
+    """Byte ranges of the blobs, in order, validated against the payload size."""
+    ranges, pos = [], 0
+    for node in header_tensors:
+        n = tensor_nbytes(node)
+        ranges.append((pos, n))
+        pos += n
+    if pos != len(payload):
+        raise WireError(f"payload holds {len(payload)} bytes, the header describes {pos}")
+    return ranges
+
+
+class Message:
+    """A decoded frame: ``header`` plus a resolver for the tensor nodes it mentions."""
+
+    def __init__(self, header: dict, payload: bytearray):
+        self.header = header
+        self.payload = payload
+        nodes: list[dict] = []
+        _collect_tensor_nodes(header, nodes, 0)
+        nodes.sort(key=lambda n: n["T"] if type(n.get("T")) is int else -1)
+        if [n["T"] for n in nodes] != list(range(len(nodes))):
+            raise WireError("tensor indices are not 0..n-1")
+        self._ranges = blob_table(nodes, payload)
+
+    def value(self, tree: Any) -> Any:
+        return _decode_with(tree, self, 0, [0])
+
+    def tensor(self, node: dict) -> torch.Tensor:
+        start, n = self._ranges[node["T"]]
+        dtype = DTYPES[node["dtype"]]
+        if n == 0:
+            return torch.empty(node["shape"], dtype=dtype)
+        buf = bytearray(self.payload[start:start + n])
+        return torch.frombuffer(buf, dtype=torch.uint8).view(dtype).reshape(node["shape"])
+
+
+def _collect_tensor_nodes(tree: Any, out: list, depth: int) -> None:
+    if depth > MAX_DEPTH + 4 or len(out) > MAX_NODES:
+        raise WireError("header too large or too deep")
+    if type(tree) is dict:
+        if "T" in tree and "dtype" in tree:
+            if type(tree["T"]) is not int:
+                raise WireError("bad tensor index")
+            out.append(tree)
+            return
+        for v in tree.values():
+            _collect_tensor_nodes(v, out, depth + 1)
+    elif type(tree) is list:
+        for v in tree:
+            _collect_tensor_nodes(v, out, depth + 1)
+
+
+def _decode_with(tree: Any, msg: Message, depth: int, count: list) -> Any:
+    count[0] += 1
+    if count[0] > MAX_NODES or depth > MAX_DEPTH:
+        raise WireError("value tree too large or too deep")
+    if tree is None or type(tree) in (bool, int, str):
+        return tree
+    if type(tree) is not dict or not tree:
+        raise WireError("bad value node")
+    if "T" in tree:
+        return msg.tensor(tree)
+    if "f" in tree:
+        v = tree["f"]
+        if type(v) in (int, float) or v in ("nan", "inf", "-inf"):
+            return float(v)
+        raise WireError("bad float node")
+    if "L" in tree or "U" in tree:
+        items = tree.get("L", tree.get("U"))
+        if type(items) is not list:
+            raise WireError("bad list node")
+        out = [_decode_with(v, msg, depth + 1, count) for v in items]
+        return out if "L" in tree else tuple(out)
+    if "D" in tree:
+        items = tree["D"]
+        if type(items) is not list or not all(type(p) is list and len(p) == 2 and type(p[0]) is str
+                                              for p in items):
+            raise WireError("bad dict node")
+        return {k: _decode_with(v, msg, depth + 1, count) for k, v in items}
+    if "O" in tree:
+        return Opaque(str(tree["O"])[:200], str(tree.get("r", ""))[:200])
+    raise WireError("unknown value node")
+
+
+class Opaque:
+    """A value of a type that does not cross the boundary (e.g. a numpy array): its name only."""
+
+    def __init__(self, type_name: str, text: str):
+        self.__judge_type__ = type_name
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"<{self.__judge_type__}: {self.text}>"

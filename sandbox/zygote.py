@@ -1,0 +1,224 @@
+"""The warm zygote: torch imported and warmed once, one forked child per submission.
+
+Started by the judge as ``python -m sandbox.zygote CTRL_FD`` with a scrubbed environment. It never
+imports the judge, ``reference/`` or any test, and never reads job payloads: the judge passes each
+job's socket and output pipe over the SOCK_SEQPACKET control socket (``socket.send_fds``), the
+zygote forks, and the child locks itself down and talks to the judge directly. The zygote reports
+each child's start and exit (status and resource use), and kills a child on request.
+
+Control messages (JSON, one per packet):
+  judge → zygote  {"op": "start", "id", "scratch", "limits"} + fds [job socket, output pipe]
+                  {"op": "kill", "id"}
+  zygote → judge  {"event": "ready", "pid", "root", "seccomp", "pid_namespace"}
+                  {"event": "started", "id", "pid"} | {"event": "failed", "id", "message"}
+                  {"event": "exited", "id", "status", "signal", "cpu_ms", "maxrss_kb"}
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import traceback
+
+
+def warm() -> None:
+    """Import and exercise what submissions use, so children start in milliseconds."""
+    import torch
+
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    x = torch.randn(8, 8, dtype=torch.float64, requires_grad=True)
+    loss = (torch.where(x > 0, x.exp(), x) * torch.ones(8, 8)).logsumexp(-1).clamp(-1, 1).mean()
+    loss.backward()
+    opt = torch.optim.SGD([x], lr=0.1)
+    opt.step()
+    torch.nn.functional.softmax(x.float(), -1).topk(2, -1)
+    import numpy  # noqa: F401
+    import math, typing, dataclasses, functools, itertools, collections  # noqa: E401,F401
+
+
+class Zygote:
+    def __init__(self, ctrl: socket.socket):
+        from sandbox import lockdown
+
+        self.ctrl = ctrl
+        self.root = os.geteuid() == 0
+        self.children: dict[int, str] = {}  # pid → job id
+        self.by_id: dict[str, int] = {}
+        try:
+            self.seccomp = lockdown.build_seccomp_filter()
+        except Exception as e:  # noqa: BLE001 - pyseccomp or libseccomp missing
+            print(f"zygote: seccomp unavailable: {e}", file=sys.stderr)
+            self.seccomp = None
+        self.pidns_fd = -1
+        if self.root:
+            try:
+                self.pidns_fd = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                self.pidns_fd = -1
+        self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
+
+    def send(self, msg: dict) -> None:
+        try:
+            self.ctrl.send(json.dumps(msg).encode())
+        except OSError:
+            pass
+
+    def run(self) -> None:
+        self.send({"event": "ready", "pid": os.getpid(), "root": self.root,
+                   "seccomp": self.seccomp is not None, "pid_namespace": self.pidns_fd >= 0})
+        while True:
+            try:
+                ready, _, _ = select.select([self.ctrl, self.wake_r], [], [])
+            except InterruptedError:
+                continue
+            if self.wake_r in ready:
+                try:
+                    while os.read(self.wake_r, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+                self.reap()
+            if self.ctrl in ready:
+                try:
+                    data, fds, _, _ = socket.recv_fds(self.ctrl, 65536, 4)
+                except OSError:
+                    data, fds = b"", []
+                if not data:
+                    self.shutdown()
+                    return
+                self.handle(data, fds)
+
+    def handle(self, data: bytes, fds: list[int]) -> None:
+        try:
+            req = json.loads(data)
+            op = req["op"]
+        except (ValueError, KeyError, TypeError):
+            for fd in fds:
+                os.close(fd)
+            return
+        if op == "start" and len(fds) == 2:
+            self.start(req, fds)
+        elif op == "kill":
+            pid = self.by_id.get(req.get("id"))
+            if pid:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        else:
+            for fd in fds:
+                os.close(fd)
+
+    def start(self, req: dict, fds: list[int]) -> None:
+        from sandbox import lockdown
+
+        job_id = str(req["id"])
+        use_pidns = self.pidns_fd >= 0
+        try:
+            if use_pidns:  # the child becomes PID 1 of a fresh PID namespace
+                lockdown.unshare(lockdown.CLONE_NEWPID)
+            pid = os.fork()
+        except OSError as e:
+            pid = -1
+            self.send({"event": "failed", "id": job_id, "message": f"fork failed: {e}"})
+        if pid == 0:
+            self.become_child(req, fds)  # never returns
+        if use_pidns:  # the zygote's next children start from its own namespace again
+            lockdown.setns(self.pidns_fd, lockdown.CLONE_NEWPID)
+        if pid < 0:
+            for fd in fds:
+                os.close(fd)
+            return
+        for fd in fds:
+            os.close(fd)
+        self.children[pid] = job_id
+        self.by_id[job_id] = pid
+        self.send({"event": "started", "id": job_id, "pid": pid})
+
+    def become_child(self, req: dict, fds: list[int]) -> None:
+        code = 70
+        try:
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            job_fd, out_fd = fds
+            os.dup2(out_fd, 1)
+            os.dup2(out_fd, 2)
+            null = os.open("/dev/null", os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(job_fd, 3)
+            os.closerange(4, 65536)
+            from sandbox import child, lockdown, wire
+
+            limits = req["limits"]
+            limits["address_space"] = _vm_size() + int(limits["memory_mb"]) * (1 << 20)
+            env = {"PATH": "/usr/bin:/bin", "HOME": req["scratch"], "TMPDIR": req["scratch"],
+                   "TORCHINDUCTOR_CACHE_DIR": req["scratch"], "OMP_NUM_THREADS": "1",
+                   "MPLCONFIGDIR": req["scratch"], "LANG": "C.UTF-8"}
+            os.environ.clear()
+            os.environ.update(env)
+            rep = lockdown.isolate(scratch=req["scratch"], root=self.root,
+                                   seccomp_filter=self.seccomp, limits=limits)
+            sock = socket.socket(fileno=3)
+            wire.send(sock, {"event": "hello", "layers": rep.layers, "missing": rep.missing})
+            child.Session(sock).serve()
+            code = 0
+        except BaseException:  # noqa: BLE001
+            try:
+                traceback.print_exc()
+            except BaseException:  # noqa: BLE001
+                pass
+        finally:
+            os._exit(code)
+
+    def reap(self) -> None:
+        while self.children:
+            try:
+                pid, status, ru = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            job_id = self.children.pop(pid, None)
+            if job_id is None:
+                continue
+            self.by_id.pop(job_id, None)
+            self.send({
+                "event": "exited", "id": job_id,
+                "status": os.waitstatus_to_exitcode(status),
+                "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0,
+                "cpu_ms": round((ru.ru_utime + ru.ru_stime) * 1000, 1),
+                "maxrss_kb": ru.ru_maxrss,
+            })
+
+    def shutdown(self) -> None:
+        for pid in list(self.children):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _vm_size() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def main() -> None:
+    ctrl = socket.socket(fileno=int(sys.argv[1]))
+    from sandbox import child, lockdown, wire  # noqa: F401 - imported before any fork
+    warm()
+    gc.collect()
+    gc.freeze()
+    Zygote(ctrl).run()
+
+
+if __name__ == "__main__":
+    main()
