@@ -1,0 +1,139 @@
+"""Malicious submissions: each is rejected with its kind of verdict, leaves nothing behind, and
+the judge grades the next (correct) submission normally.
+
+Each attack prints what happened (captured output is evidence for this test, never parsed by
+the judge) and, if the attack succeeded, would make itself accepted by exec-ing the reference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from judge.exercise import REPO_ROOT, Limits, discover
+from judge.grading import grade
+
+ATTACKS = Path(__file__).parent / "attacks"
+EX = discover()["glm5_mis"]
+# Tight limits keep the time and memory attacks quick.
+FAST = dataclasses.replace(EX, limits=Limits(call_seconds=2, total_seconds=20, cpu_seconds=5,
+                                             memory_mb=1024))
+
+
+def run_attack(name: str, sandbox, **subst) -> "Verdict":
+    src = (ATTACKS / f"{name}.py").read_text()
+    subst.setdefault("REPO", str(REPO_ROOT))
+    for k, v in subst.items():
+        src = src.replace("{{" + k + "}}", str(v))
+    return grade(FAST, src, sandbox=sandbox, mode="submit", seed=7)
+
+
+@pytest.fixture
+def then_reference_is_graded(sandbox):
+    yield
+    v = grade(EX, EX.solution_path.read_text(), sandbox=sandbox, mode="run")
+    assert v.verdict == "accepted", "the judge did not grade the next submission normally"
+    assert sandbox.proc.poll() is None, "the zygote died"
+
+
+@pytest.mark.usefixtures("then_reference_is_graded")
+class TestAttacks:
+    def test_read_reference(self, sandbox):
+        v = run_attack("read_reference", sandbox)
+        assert v.verdict == "rejected" and v.error.kind == "import_error"
+        assert "blocked" in v.output and "PermissionError" in v.output
+        assert "def masked_is_weights" not in v.model_dump_json()
+
+    def test_read_secrets_of_the_host(self, sandbox):
+        v = run_attack("read_host_files", sandbox, JUDGE_PID=os.getpid())
+        assert v.verdict == "rejected"
+        assert "leaked" not in v.output, v.output
+        assert v.output.count("blocked") == 4, v.output
+
+    def test_write_outside_scratch(self, sandbox, tmp_path):
+        target = tmp_path / "pwned.txt"
+        os.chmod(tmp_path, 0o777)
+        v = run_attack("write_outside", sandbox, TARGET=target)
+        assert v.verdict == "rejected" and v.error.kind == "import_error"
+        assert not target.exists()
+        assert not (REPO_ROOT / "pwned.txt").exists()
+
+    def test_tcp_connect_to_localhost(self, sandbox):
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        listener.settimeout(0.2)
+        accepted = []
+
+        def accept():
+            try:
+                accepted.append(listener.accept())
+            except OSError:
+                pass
+
+        t = threading.Thread(target=accept)
+        t.start()
+        v = run_attack("tcp_connect", sandbox, PORT=listener.getsockname()[1])
+        t.join()
+        listener.close()
+        assert v.verdict == "rejected" and v.error.kind == "import_error"
+        assert not accepted, "the submission reached a TCP listener on 127.0.0.1"
+
+    def test_fork(self, sandbox):
+        v = run_attack("fork", sandbox)
+        assert v.verdict == "rejected" and v.error.kind == "import_error"
+        assert "PermissionError" in v.error.message
+
+    def test_infinite_loop(self, sandbox):
+        v = run_attack("infinite_loop", sandbox)
+        assert v.verdict == "rejected" and v.error.kind == "time_limit"
+        assert v.exit_code == 3
+
+    def test_huge_allocation(self, sandbox):
+        v = run_attack("allocate_20gb", sandbox)
+        assert v.verdict == "rejected" and v.error.kind == "memory_limit"
+        assert v.exit_code == 3
+
+    def test_kill_the_parent(self, sandbox):
+        v = run_attack("kill_parent", sandbox, ZYGOTE_PID=sandbox.proc.pid, JUDGE_PID=os.getpid())
+        assert v.verdict == "rejected"
+        assert v.output.count("blocked") == 3, v.output
+
+    def test_fake_results_on_stdout(self, sandbox):
+        v = run_attack("fake_stdout", sandbox)
+        assert v.verdict == "rejected"
+        assert '"verdict": "accepted"' in v.output  # printed, captured, ignored
+
+    def test_sys_exit_inside_a_call(self, sandbox):
+        v = run_attack("sys_exit", sandbox)
+        assert v.verdict == "rejected" and v.error.kind == "runtime_error"
+        assert "SystemExit" in v.error.message
+
+    def test_os_exit_inside_a_call(self, sandbox):
+        v = run_attack("os_exit", sandbox)
+        assert v.verdict == "rejected" and v.error.kind == "runtime_error"
+
+    def test_tensor_subclass_that_always_compares_equal(self, sandbox):
+        v = run_attack("lying_tensor", sandbox)
+        assert v.verdict == "rejected"
+        t0 = next(t for t in v.tiers if t.tier == "T0")
+        assert t0.status == "failed"
+        assert any("subclass" in r.message for r in t0.tests)
+
+    def test_monkeypatching_comparisons_has_no_effect(self, sandbox):
+        v = run_attack("monkeypatch_allclose", sandbox)
+        assert v.verdict == "rejected"
+
+    def test_syntax_error_is_reported_with_its_line(self, sandbox):
+        v = grade(FAST, "def masked_is_weights(:\n  pass\n", sandbox=sandbox)
+        assert v.verdict == "rejected" and v.error.kind == "syntax_error" and "line 1" in v.error.message
+        assert v.exit_code == 3
+
+    def test_missing_function_is_named(self, sandbox):
+        v = grade(FAST, "def masked_is_weights(*a, **k):\n    raise NotImplementedError\n", sandbox=sandbox)
+        assert v.error.kind == "missing_function" and "offpolicy_loss" in v.error.message

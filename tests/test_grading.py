@@ -1,0 +1,108 @@
+"""Every exercise tests itself, through the real sandbox: the reference is accepted, the starter
+is rejected, each known-wrong solution fails the tier it declares, an independently written
+correct solution is accepted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from judge.exercise import discover
+from judge.grading import grade
+
+EXERCISES = discover()
+SOLUTIONS = Path(__file__).parent / "solutions"
+WRONG = [(slug, w) for slug, ex in EXERCISES.items() for w in ex.wrong_solutions()]
+
+
+def tier(verdict, name):
+    return next(t for t in verdict.tiers if t.tier == name)
+
+
+def summary(verdict) -> str:
+    lines = [f"{verdict.verdict} error={verdict.error}"]
+    for t in verdict.tiers:
+        for r in t.tests:
+            if r.status != "passed":
+                lines.append(f"{t.tier} {r.name}: {r.status}: {r.message[:300]}")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("slug", sorted(EXERCISES))
+def test_reference_is_accepted(slug, sandbox, tmp_path):
+    ex = EXERCISES[slug]
+    v = grade(ex, ex.solution_path.read_text(), sandbox=sandbox, mode="submit", out_dir=tmp_path)
+    assert v.verdict == "accepted", summary(v)
+    assert [t.status for t in v.tiers] == ["passed"] * 4
+    assert {a.media_type for a in v.artifacts} >= {"image/png", "application/json"}
+    assert v.error is None and v.exit_code == 0
+
+
+@pytest.mark.parametrize("slug", sorted(EXERCISES))
+def test_starter_is_rejected_with_not_implemented(slug, sandbox):
+    ex = EXERCISES[slug]
+    v = grade(ex, ex.starter_path.read_text(), sandbox=sandbox, mode="submit")
+    assert v.verdict == "rejected" and v.exit_code == 1
+    assert all(t.status == "failed" for t in v.tiers), summary(v)
+    messages = " ".join(r.message for t in v.tiers for r in t.tests)
+    for fn in ex.function_names:
+        assert f"{fn} is not implemented yet" in messages
+    assert "Traceback" not in messages
+
+
+@pytest.mark.parametrize("slug", sorted(EXERCISES))
+def test_each_exercise_has_eight_wrong_solutions(slug):
+    assert len(EXERCISES[slug].wrong_solutions()) >= 8
+
+
+@pytest.mark.parametrize("slug,wrong", WRONG, ids=[f"{s}-{w.name}" for s, w in WRONG])
+def test_wrong_solution_fails_its_declared_tier(slug, wrong, sandbox):
+    ex = EXERCISES[slug]
+    v = grade(ex, wrong.path.read_text(), sandbox=sandbox, mode="submit", seed=1234)
+    assert v.verdict == "rejected", f"{wrong.name} was accepted"
+    assert tier(v, wrong.expect_tier).status == "failed", \
+        f"{wrong.name} should fail {wrong.expect_tier}:\n{summary(v)}"
+
+
+@pytest.mark.parametrize("slug", sorted(EXERCISES))
+def test_independent_solution_is_accepted(slug, sandbox):
+    path = SOLUTIONS / f"{slug}_independent.py"
+    v = grade(EXERCISES[slug], path.read_text(), sandbox=sandbox, mode="submit")
+    assert v.verdict == "accepted", summary(v)
+
+
+def test_run_mode_runs_visible_tests_with_the_fixed_seed(sandbox):
+    ex = EXERCISES["glm5_mis"]
+    run = grade(ex, ex.solution_path.read_text(), sandbox=sandbox, mode="run")
+    full = grade(ex, ex.solution_path.read_text(), sandbox=sandbox, mode="submit", seed=5)
+    assert run.seed == ex.run_seed and run.verdict == "accepted"
+    n_run = sum(len(t.tests) for t in run.tiers)
+    n_full = sum(len(t.tests) for t in full.tiers)
+    assert 0 < n_run < n_full
+    assert all(r.visible for t in run.tiers for r in t.tests)
+
+
+def test_a_seed_replays_the_same_result(sandbox):
+    ex = EXERCISES["glm5_mis"]
+    wrong = next(w for w in ex.wrong_solutions() if w.expect_tier == "T1")
+    a = grade(ex, wrong.path.read_text(), sandbox=sandbox, seed=99)
+    b = grade(ex, wrong.path.read_text(), sandbox=sandbox, seed=99)
+    strip = lambda v: [(t.tier, [(r.name, r.status, r.message) for r in t.tests]) for t in v.tiers]
+    assert strip(a) == strip(b) and a.seed == b.seed == 99
+
+
+def test_tier_subset_skips_the_others(sandbox):
+    ex = EXERCISES["glm5_mis"]
+    v = grade(ex, ex.solution_path.read_text(), sandbox=sandbox, tiers=["T0"])
+    assert [t.status for t in v.tiers] == ["passed", "skipped", "skipped", "skipped"]
+    assert v.verdict == "accepted"
+
+
+def test_in_process_grading_matches_the_sandbox(sandbox):
+    ex = EXERCISES["glm5_mis"]
+    src = ex.solution_path.read_text()
+    a = grade(ex, src, sandbox=None, seed=3)
+    b = grade(ex, src, sandbox=sandbox, seed=3)
+    assert a.verdict == b.verdict == "accepted"
+    assert [len(t.tests) for t in a.tiers] == [len(t.tests) for t in b.tiers]
