@@ -8,6 +8,7 @@ buffer and never parsed; its end is known from the zygote's exit report, not fro
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import json
 import logging
@@ -35,6 +36,30 @@ SANDBOX_UID = 65534
 _ENV_PASSTHROUGH = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
+SCRATCH_BYTES = 64 << 20  # the scratch tmpfs of one job (as root)
+_libc = ctypes.CDLL(None, use_errno=True)
+MNT_DETACH = 2
+
+
+def _mount_tmpfs(path: Path, size: int, uid: int) -> None:
+    opts = f"size={size},nr_inodes=4096,mode=0700,uid={uid},gid={uid}".encode()
+    if _libc.mount(b"tmpfs", str(path).encode(), b"tmpfs", ctypes.c_ulong(0x2 | 0x8 | 0x4), opts) != 0:
+        e = ctypes.get_errno()  # MS_NOSUID | MS_NOEXEC | MS_NODEV
+        raise SandboxError(f"could not mount the scratch tmpfs at {path}: {os.strerror(e)}")
+
+
+def _wipe(path: Path) -> None:
+    """Unmount the scratch tmpfs (as root) or remove the scratch dir without following links."""
+    if os.path.ismount(path):
+        _libc.umount2(str(path).encode(), MNT_DETACH)
+        try:
+            path.rmdir()
+        except OSError:
+            pass
+    else:  # rmtree is fd-based with O_NOFOLLOW on Linux: a planted link is removed, not followed
+        shutil.rmtree(path, ignore_errors=True)
+
+
 @dataclass
 class Resources:
     cpu_ms: float = 0.0  # CPU time of the sandboxed process
@@ -48,12 +73,16 @@ class _Exit:
     signal: int
     cpu_ms: float
     maxrss_kb: int
+    oom: bool = False  # killed by its cgroup's OOM killer
 
 
 class Sandbox:
     """A warm zygote and the jobs forked from it."""
 
-    def __init__(self, scratch_root: str | None = None, start_timeout: float = 60.0):
+    def __init__(self, scratch_root: str | None = None, start_timeout: float = 60.0,
+                 require_isolation: bool = False):
+        """``require_isolation``: refuse to run when Landlock or seccomp is missing (the service
+        does; ``judge local`` only warns)."""
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._jobs: dict[str, Job] = {}
@@ -64,6 +93,23 @@ class Sandbox:
         os.chmod(self.scratch_root, 0o711)
         self._ready = threading.Event()
         self._start(start_timeout)
+        if self.weaknesses:
+            if require_isolation:
+                self.close()
+                raise SandboxError("refusing to run untrusted code without " + " and ".join(
+                    self.weaknesses) + "; set JUDGE_ALLOW_WEAK_SANDBOX=1 (judge serve "
+                    "--allow-weak-sandbox) to accept the risk")
+            log.warning("the sandbox runs without %s", " and ".join(self.weaknesses))
+
+    @property
+    def weaknesses(self) -> list[str]:
+        """The isolation layers this machine cannot provide (empty when all are in force)."""
+        out = []
+        if not self.info.get("landlock_abi"):
+            out.append("Landlock (filesystem, network and signal confinement)")
+        if not self.info.get("seccomp"):
+            out.append("seccomp (the syscall deny-list: pyseccomp and libseccomp)")
+        return out
 
     # --- the zygote ------------------------------------------------------------------------
     def _start(self, timeout: float) -> None:
@@ -139,8 +185,8 @@ class Sandbox:
         job_id = f"j{next(self._ids)}"
         scratch = self.scratch_root / job_id
         scratch.mkdir(mode=0o700)
-        if self.root:
-            os.chown(scratch, SANDBOX_UID, SANDBOX_UID)
+        if self.root:  # a size-limited tmpfs: wiped by unmounting, never by rm as root
+            _mount_tmpfs(scratch, SCRATCH_BYTES, SANDBOX_UID)
         host_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         job = Job(self, job_id, host_sock, out_r, scratch, limits)
@@ -196,7 +242,8 @@ class Job:
             self.pid = int(msg.get("pid", 0))
         elif ev in ("exited", "failed"):
             self._exit = _Exit(int(msg.get("status", -1)), int(msg.get("signal", 0)),
-                               float(msg.get("cpu_ms", 0)), int(msg.get("maxrss_kb", 0)))
+                               float(msg.get("cpu_ms", 0)), int(msg.get("maxrss_kb", 0)),
+                               bool(msg.get("oom", False)))
             self._exited.set()
             try:
                 self.sock.shutdown(socket.SHUT_RDWR)  # wakes a request waiting on this socket
@@ -269,16 +316,15 @@ class Job:
             raise SubmissionFailure("time_limit", f"CPU time limit ({self.limits.cpu_seconds} s) "
                                     f"exceeded during {during}")
         if ex.signal == signal.SIGKILL:
-            raise SubmissionFailure("memory_limit" if self._oom() else "runtime_error",
-                                    f"the submission's process was killed during {during}")
+            if ex.oom:
+                raise SubmissionFailure("memory_limit", f"memory limit ({self.limits.memory_mb} MB) "
+                                        f"exceeded during {during}")
+            raise SubmissionFailure("runtime_error", f"the submission's process was killed during {during}")
         if ex.signal:
             raise SubmissionFailure("runtime_error", f"the submission's process died of signal "
                                     f"{signal.Signals(ex.signal).name} during {during}")
         raise SubmissionFailure("runtime_error", f"the submission's process exited (status "
                                 f"{ex.status}) during {during}; calling exit() is not allowed")
-
-    def _oom(self) -> bool:
-        return False
 
     # --- the end ---------------------------------------------------------------------------
     def kill(self) -> None:
@@ -300,8 +346,7 @@ class Job:
             self.sock.close()
             self._out_thread.join(1.0)
             self.box._forget(self)
-            # rmtree avoids symlink attacks on Linux (fd-based, O_NOFOLLOW): nothing outside is touched.
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            _wipe(self.scratch)
         ex = self._exit or _Exit(0, 0, 0.0, 0)
         return Resources(cpu_ms=ex.cpu_ms, maxrss_kb=ex.maxrss_kb,
                          wall_ms=round((time.monotonic() - self.started_at) * 1000, 1))

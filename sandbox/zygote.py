@@ -61,6 +61,14 @@ class Zygote:
                 self.pidns_fd = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
             except OSError:
                 self.pidns_fd = -1
+        self.cgroups = None
+        self.groups: dict[int, str] = {}  # pid → its cgroup
+        if self.root:
+            from sandbox import cgroups
+            try:
+                self.cgroups = cgroups.Pool(f"judge-zygote-{os.getpid()}")
+            except OSError as e:
+                print(f"zygote: no per-job cgroups: {e}", file=sys.stderr)
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
@@ -72,8 +80,10 @@ class Zygote:
             pass
 
     def run(self) -> None:
+        from sandbox import landlock
         self.send({"event": "ready", "pid": os.getpid(), "root": self.root,
-                   "seccomp": self.seccomp is not None, "pid_namespace": self.pidns_fd >= 0})
+                   "seccomp": self.seccomp is not None, "pid_namespace": self.pidns_fd >= 0,
+                   "cgroups": self.cgroups is not None, "landlock_abi": landlock.abi_version()})
         while True:
             try:
                 ready, _, _ = select.select([self.ctrl, self.wake_r], [], [])
@@ -122,6 +132,8 @@ class Zygote:
 
         job_id = str(req["id"])
         use_pidns = self.pidns_fd >= 0
+        go_r, go_w = os.pipe2(os.O_CLOEXEC)  # the child waits until it is in its cgroup
+        fds = fds + [go_r]
         try:
             if use_pidns:  # the child becomes PID 1 of a fresh PID namespace
                 lockdown.unshare(lockdown.CLONE_NEWPID)
@@ -133,12 +145,20 @@ class Zygote:
             self.become_child(req, fds)  # never returns
         if use_pidns:  # the zygote's next children start from its own namespace again
             lockdown.setns(self.pidns_fd, lockdown.CLONE_NEWPID)
-        if pid < 0:
-            for fd in fds:
-                os.close(fd)
-            return
         for fd in fds:
             os.close(fd)
+        if pid > 0 and self.cgroups is not None:
+            limits = req["limits"]
+            try:
+                self.groups[pid] = self.cgroups.enter(
+                    pid, (int(limits["memory_mb"]) + 256) << 20, int(limits.get("max_pids", 64)))
+            except OSError as e:
+                print(f"zygote: could not enter a cgroup: {e}", file=sys.stderr)
+                os.kill(pid, signal.SIGKILL)
+        os.write(go_w, b"g") if pid > 0 else None
+        os.close(go_w)
+        if pid < 0:
+            return
         self.children[pid] = job_id
         self.by_id[job_id] = pid
         self.send({"event": "started", "id": job_id, "pid": pid})
@@ -148,7 +168,9 @@ class Zygote:
         try:
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            job_fd, out_fd = fds
+            job_fd, out_fd, go_fd = fds
+            if os.read(go_fd, 1) != b"g":  # the zygote could not place us in a cgroup
+                os._exit(71)
             os.dup2(out_fd, 1)
             os.dup2(out_fd, 2)
             null = os.open("/dev/null", os.O_RDONLY)
@@ -190,13 +212,21 @@ class Zygote:
             if job_id is None:
                 continue
             self.by_id.pop(job_id, None)
+            leaf = self.groups.pop(pid, None)
+            oom = False
+            if leaf is not None:
+                oom = self.cgroups.oom_killed(leaf)
+                self.cgroups.release(leaf)
             self.send({
+                "oom": oom,
                 "event": "exited", "id": job_id,
                 "status": os.waitstatus_to_exitcode(status),
                 "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0,
                 "cpu_ms": round((ru.ru_utime + ru.ru_stime) * 1000, 1),
                 "maxrss_kb": ru.ru_maxrss,
             })
+        if self.cgroups is not None:
+            self.cgroups.refill()
 
     def shutdown(self) -> None:
         for pid in list(self.children):
@@ -204,6 +234,15 @@ class Zygote:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        for pid in list(self.children):
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+            if pid in self.groups:
+                self.cgroups.release(self.groups.pop(pid))
+        if self.cgroups is not None:
+            self.cgroups.close()
 
 
 def _vm_size() -> int:
