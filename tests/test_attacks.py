@@ -137,3 +137,101 @@ class TestAttacks:
     def test_missing_function_is_named(self, sandbox):
         v = grade(FAST, "def masked_is_weights(*a, **k):\n    raise NotImplementedError\n", sandbox=sandbox)
         assert v.error.kind == "missing_function" and "offpolicy_loss" in v.error.message
+
+
+def sandbox_processes() -> list[int]:
+    """Processes of the sandbox uid (as root) still alive."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if (d / "status").read_text().split("Uid:")[1].split()[0] == "65534":
+                    out.append(int(d.name))
+            except (OSError, IndexError):
+                pass
+    return out
+
+
+@pytest.mark.usefixtures("then_reference_is_graded")
+class TestMoreAttacks:
+    def test_thread_bomb_is_capped(self, sandbox):
+        v = run_attack("thread_bomb", sandbox)
+        assert v.verdict == "rejected"
+        started = int(v.output.split("threads started:")[1].split()[0])
+        assert started < 5000
+
+    def test_sparse_file_is_refused(self, sandbox):
+        v = run_attack("sparse_file", sandbox)
+        assert v.verdict == "rejected" and v.error.kind == "import_error"
+        assert "File too large" in v.error.message or "No space" in v.error.message
+
+    def test_a_gigabyte_of_stdout_is_capped(self, sandbox):
+        v = run_attack("flood_stdout", sandbox)
+        assert v.verdict == "rejected"
+        assert len(v.output) < 70_000 and "dropped" in v.output
+
+    def test_sigstop_to_itself_is_a_time_limit(self, sandbox):
+        v = run_attack("sigstop_self", sandbox)
+        # As PID 1 of its namespace the child cannot stop itself (the signal is dropped) and the
+        # call returns None; without a PID namespace it stops and the call runs out of time.
+        assert v.verdict == "rejected"
+        assert v.error is None or v.error.kind == "time_limit"
+
+    def test_sleep_and_pause_are_a_time_limit(self, sandbox):
+        v = run_attack("sleep_forever", sandbox)
+        assert v.verdict == "rejected" and v.error.kind == "time_limit"
+
+    def test_nothing_persists_into_the_next_submission(self, sandbox):
+        nonce = f"judge-nonce-{os.getpid()}"
+        v = run_attack("persist_state", sandbox, NONCE=nonce)
+        assert "wrote" not in v.output, v.output
+        assert not Path(f"/tmp/{nonce}").exists() and not Path(f"/dev/shm/{nonce}").exists()
+        w = run_attack("observe_state", sandbox)
+        assert "files: []" in w.output and "json poisoned: False" in w.output
+        assert "allclose patched: False" in w.output
+
+    def test_forged_frames_on_inherited_descriptors(self, sandbox):
+        v = run_attack("inherited_fds", sandbox)
+        assert v.verdict == "rejected"
+
+    def test_udp_and_dns_are_blocked(self, sandbox):
+        v = run_attack("udp_dns", sandbox)
+        assert v.verdict == "rejected" and "reached" not in v.output
+        assert v.output.count("blocked") == 2
+
+    def test_planted_links_are_never_followed(self, sandbox, tmp_path):
+        target = tmp_path / "victim.txt"
+        target.write_text("original")
+        os.chmod(tmp_path, 0o755)
+        v = run_attack("plant_symlink", sandbox, TARGET=target)
+        assert v.verdict == "rejected"
+        assert target.read_text() == "original"
+        assert "hardlinked" not in v.output
+        assert not any(a.name in ("metrics.json", "verdict.json") for a in v.artifacts)
+
+    def test_nan_and_constant_outputs_are_rejected(self, sandbox):
+        v = run_attack("nan_constants", sandbox)
+        assert v.verdict == "rejected"
+        assert next(t for t in v.tiers if t.tier == "T1").status == "failed"
+
+    def test_numpy_arrays_and_python_floats_are_rejected(self, sandbox):
+        v = run_attack("wrong_types", sandbox)
+        t0 = next(t for t in v.tiers if t.tier == "T0")
+        assert v.verdict == "rejected" and t0.status == "failed"
+        messages = " ".join(r.message for r in t0.tests)
+        assert "numpy.ndarray" in messages and "Python float" in messages
+
+    def test_keyboard_interrupt_is_never_accepted(self, sandbox):
+        v = run_attack("keyboard_interrupt", sandbox)
+        assert v.verdict == "rejected" and v.error.kind == "runtime_error"
+
+    @pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox uid exists only as root")
+    def test_no_process_survives_a_grading(self, sandbox):
+        run_attack("thread_bomb", sandbox)
+        run_attack("sleep_forever", sandbox)
+        import time
+        for _ in range(50):
+            if not sandbox_processes():
+                break
+            time.sleep(0.1)
+        assert sandbox_processes() == []
