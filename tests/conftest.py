@@ -18,3 +18,91 @@ def sandbox():
 @pytest.fixture(scope="session")
 def exercises():
     return discover()
+
+
+# --- the service (judge serve) in a subprocess: tests/test_api*.py ---------------------------
+
+import os  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+API_KEYS = ("test-key-alice", "test-key-bob")
+
+
+class Service:
+    """``judge serve`` on a free 127.0.0.1 port, with its own SQLite file and data dir."""
+
+    def __init__(self, root: Path, *, workers: int = 2, **env: str):
+        self.root, self.workers, self.env = Path(root), workers, env
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.db = self.root / "judge.db"
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+
+    def start(self, timeout: float = 120.0) -> "Service":
+        import httpx
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = {**os.environ, "JUDGE_DATABASE_URL": f"sqlite:///{self.db}",
+               "JUDGE_DATA_DIR": str(self.root / "data"), "JUDGE_API_KEYS": ",".join(API_KEYS),
+               "JUDGE_WORKERS": str(self.workers), "JUDGE_EXERCISES": "glm5_mis",
+               "JUDGE_RATE_LIMIT": "100000", "JUDGE_QUEUE_MAX": "100000", **self.env}
+        log = open(self.root / "server.log", "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "judge.cli", "serve", "--port", str(port)],
+                                     cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        self.url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"judge serve exited ({self.proc.returncode}):\n{self.log()}")
+            try:
+                r = httpx.get(self.url + "/readyz", timeout=2)
+                if r.status_code == 200 and r.json()["workers_ready"] == self.workers:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"judge serve was not ready in {timeout} s:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return (self.root / "server.log").read_text(errors="replace")[-6000:]
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: the API process and its workers, no clean-up."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def client(self, key: str | None = API_KEYS[0], **kw):
+        import httpx
+
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=kw.pop("timeout", 90), **kw)
+
+
+@pytest.fixture(scope="session")
+def service(tmp_path_factory):
+    """One real service for the session: 2 workers, a temporary SQLite file, glm5_mis."""
+    svc = Service(tmp_path_factory.mktemp("service")).start()
+    yield svc
+    svc.stop()

@@ -235,3 +235,48 @@ class TestMoreAttacks:
                 break
             time.sleep(0.1)
         assert sandbox_processes() == []
+
+
+SECRET = "judge-test-secret-7f3a9c"
+
+
+@pytest.mark.usefixtures("then_reference_is_graded")
+class TestSecrets:
+    def test_the_judges_environment_never_reaches_the_sandbox(self, sandbox, monkeypatch):
+        monkeypatch.setenv("JUDGE_API_KEYS", SECRET)
+        v = run_attack("read_env", sandbox, JUDGE_PID=os.getpid(), ZYGOTE_PID=sandbox.proc.pid)
+        assert SECRET not in v.model_dump_json()
+        assert "JUDGE_API_KEYS" not in v.output
+        assert f"blocked {os.getpid()} environ" in v.output
+
+    def test_another_submissions_code_is_out_of_reach(self, sandbox):
+        marker = f"judge-marker-{os.getpid()}-b71"
+        # A slow submission holding the marker runs while another one looks for it.
+        holder = f"# {marker}\n" + (ATTACKS / "sleep_forever.py").read_text()
+        results = {}
+        t = threading.Thread(target=lambda: results.update(
+            held=grade(FAST, holder, sandbox=sandbox, seed=1)))
+        t.start()
+        v = run_attack("find_other_submission", sandbox, MARKER=marker)
+        t.join()
+        assert "hits: []" in v.output, v.output
+        assert results["held"].error.kind == "time_limit"
+
+
+def repo_digest() -> str:
+    import hashlib
+    import subprocess
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True).stdout
+    h = hashlib.sha256()
+    for name in sorted(files.split(b"\0")):
+        p = REPO_ROOT / name.decode()
+        if name and p.is_file():
+            h.update(name + p.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def checkout_is_unchanged():
+    before = repo_digest()
+    yield
+    assert repo_digest() == before, "an attack changed a file of the checkout"

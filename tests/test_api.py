@@ -1,0 +1,360 @@
+"""The service's API against the real app: ``judge serve`` in a subprocess (the ``service`` fixture:
+2 workers, a temporary SQLite file), or for limits that need an idle queue, ``create_app`` on a
+real SQLite file with no workers."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from judge.api import create_app
+from judge.config import Config
+from judge.exercise import REPO_ROOT
+
+API_KEYS = ("test-key-alice", "test-key-bob")  # the service fixture's keys (tests/conftest.py)
+
+REF = (REPO_ROOT / "reference/glm5_mis/solution.py").read_text()
+WRONG_DIR = REPO_ROOT / "reference/glm5_mis/wrong"
+STARTER = (REPO_ROOT / "exercises/glm5_mis/starter.py").read_text()
+
+
+def wrong(name: str) -> tuple[str, str]:
+    text = (WRONG_DIR / f"{name}.py").read_text()
+    return text, re.search(r"expect:\s*(T[0-3])", text).group(1)
+
+
+def failed_tiers(doc: dict) -> list[str]:
+    return [t["tier"] for t in doc["verdict"]["tiers"] if t["status"] in ("failed", "error")]
+
+
+def submit(c, code: str, mode: str = "submit", wait: float | None = 60, exercise: str = "glm5_mis"):
+    params = {"wait": wait} if wait else {}
+    return c.post("/submit", params=params, json={"exercise": exercise, "code": code, "mode": mode})
+
+
+def wait_done(c, sid: str, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        doc = c.get(f"/submissions/{sid}").json()
+        if doc["status"] in ("done", "error"):
+            return doc
+        time.sleep(0.05)
+    raise AssertionError(f"{sid} not graded in {timeout} s")
+
+
+# --- grading through POST /submit ------------------------------------------------------------
+
+def test_reference_is_accepted_with_artifacts(service):
+    with service.client() as c:
+        r = submit(c, REF)
+        assert r.status_code == 200, r.text
+        doc = r.json()
+        assert doc["status"] == "done" and doc["verdict"]["verdict"] == "accepted"
+        assert r.headers["location"] == f"/submissions/{doc['id']}"
+        assert [t["status"] for t in doc["verdict"]["tiers"]] == ["passed"] * 4
+        arts = {a["name"]: a for a in doc["verdict"]["artifacts"]}
+        assert "metrics.json" in arts and any(n.endswith(".png") for n in arts)
+        for a in arts.values():  # the storage key is the URL, never a server path
+            assert a["path"] == f"/submissions/{doc['id']}/artifacts/{a['name']}"
+            f = c.get(a["path"])
+            assert f.status_code == 200 and f.headers["content-type"].startswith(a["media_type"])
+            assert len(f.content) == a["size"]
+        png = next(n for n in arts if n.endswith(".png"))
+        assert c.get(arts[png]["path"]).content[:8] == b"\x89PNG\r\n\x1a\n"
+        json.loads(c.get(arts["metrics.json"]["path"]).content)
+
+
+def test_wrong_solution_is_rejected_by_its_tier(service):
+    code, tier = wrong("inclusive_endpoints")
+    with service.client() as c:
+        doc = submit(c, code).json()
+    assert doc["verdict"]["verdict"] == "rejected"
+    assert tier in failed_tiers(doc)
+
+
+def test_run_mode_and_starter(service):
+    with service.client() as c:
+        doc = submit(c, STARTER, mode="run").json()
+    assert doc["mode"] == "run" and doc["verdict"]["verdict"] == "rejected"
+    assert doc["verdict"]["seed"] == 0  # run mode replays the fixed seed
+
+
+def test_submit_without_wait_then_poll_and_events(service):
+    with service.client() as c:
+        r = submit(c, REF, wait=None)
+        assert r.status_code == 202, r.text
+        body = r.json()
+        assert body["status"] == "queued" and r.headers["location"] == f"/submissions/{body['id']}"
+        with c.stream("GET", f"/submissions/{body['id']}/events") as s:
+            assert s.headers["content-type"].startswith("text/event-stream")
+            text = "".join(s.iter_text())
+        events = [blk for blk in text.split("\n\n") if blk.startswith("id:") or blk.startswith("event:")]
+        kinds = [re.search(r"^event: (\w+)", blk, re.M).group(1) for blk in events]
+        assert kinds[0] == "status" and kinds[-1] == "end" and kinds.count("test") >= 4
+        tests = [json.loads(re.search(r"^data: (.*)$", b, re.M).group(1)) for b, k in zip(events, kinds) if k == "test"]
+        assert {t["tier"] for t in tests} == {"T0", "T1", "T2", "T3"}
+        end = json.loads(re.search(r"^data: (.*)$", events[-1], re.M).group(1))
+        assert end["verdict"]["verdict"] == "accepted"
+        assert wait_done(c, body["id"])["verdict"] == end["verdict"]
+
+
+def test_concurrent_submissions_all_graded_correctly(service):
+    """50 submissions posted at once: every one completes, with the verdict its code deserves."""
+    wrongs = ["inclusive_endpoints", "ratio_inverted", "weights_not_detached", "no_width_validation",
+              "padding_multiplied"]
+    jobs = [(REF, None)] * 20 + [wrong(n) for n in wrongs] * 4 + [("def f(:\n", "syntax")] * 5 \
+        + [("x = 1\n", "missing")] * 5
+    assert len(jobs) == 50
+
+    def post(job):
+        with service.client() as c:
+            r = submit(c, job[0], wait=None)
+            assert r.status_code == 202, r.text
+            return r.json()["id"]
+
+    with ThreadPoolExecutor(50) as pool:
+        ids = list(pool.map(post, jobs))
+    assert len(set(ids)) == 50
+    with service.client() as c:
+        docs = [wait_done(c, sid, timeout=240) for sid in ids]
+    for (code, expect), doc in zip(jobs, docs):
+        assert doc["status"] == "done", doc
+        v = doc["verdict"]
+        if expect is None:
+            assert v["verdict"] == "accepted", doc["id"]
+        elif expect == "syntax":
+            assert v["verdict"] == "rejected" and v["error"]["kind"] == "syntax_error"
+        elif expect == "missing":
+            assert v["verdict"] == "rejected" and v["error"]["kind"] == "missing_function"
+        else:
+            assert v["verdict"] == "rejected" and expect in failed_tiers(doc), (expect, failed_tiers(doc))
+
+
+def test_secrets_never_reach_the_sandbox(service):
+    code = ("import os\nprint(sorted(os.environ.items()))\n"
+            "for p in ('/proc/1/environ', '/proc/self/environ'):\n"
+            "    try:\n        print(open(p, 'rb').read())\n    except Exception as e:\n        print(p, e)\n")
+    with service.client() as c:
+        doc = submit(c, code).json()
+    out = doc["verdict"]["output"]
+    assert "environ" in out
+    for key in API_KEYS:
+        assert key not in out
+    assert "JUDGE_API_KEYS" not in out
+
+
+# --- listing and isolation ------------------------------------------------------------------
+
+def test_list_is_own_newest_first_and_paginated(service):
+    with service.client(API_KEYS[1]) as bob:
+        ids = [submit(bob, "x = 1\n", wait=None).json()["id"] for _ in range(3)]
+        page = bob.get("/submissions", params={"limit": 2}).json()
+        assert [i["id"] for i in page["items"]] == ids[::-1][:2]
+        rest = bob.get("/submissions", params={"limit": 2, "cursor": page["next_cursor"]}).json()
+        assert rest["items"][0]["id"] == ids[0]
+        for sid in ids:
+            wait_done(bob, sid)
+    with service.client(API_KEYS[0]) as alice:
+        mine = {i["id"] for i in alice.get("/submissions", params={"limit": 100}).json()["items"]}
+    assert not mine & set(ids)
+
+
+def test_clients_are_isolated(service):
+    with service.client(API_KEYS[0]) as alice, service.client(API_KEYS[1]) as bob:
+        doc = submit(alice, REF).json()
+        sid, art = doc["id"], doc["verdict"]["artifacts"][0]["name"]
+        assert alice.get(f"/submissions/{sid}").status_code == 200
+        for path in (f"/submissions/{sid}", f"/submissions/{sid}/artifacts/{art}", f"/submissions/{sid}/events"):
+            r = bob.get(path)
+            assert r.status_code == 404 and r.json()["error"] == "not_found", path
+        assert sid not in r.text
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer nope"}, {"Authorization": "Basic dGVzdA=="},
+                                     {"Authorization": "Bearer"}, {"Authorization": f"bearer{API_KEYS[0]}"}])
+def test_anonymous_requests_get_401(service, headers):
+    import httpx
+
+    for method, path in [("GET", "/submissions"), ("GET", "/submissions/0123456789abcdef01234567"),
+                         ("POST", "/submit"), ("GET", "/exercises"), ("GET", "/exercises/glm5_mis"),
+                         ("GET", "/exercises/glm5_mis/starter.py"), ("GET", "/nonexistent")]:
+        r = httpx.request(method, service.url + path, headers=headers, json={"exercise": "glm5_mis", "code": ""})
+        assert r.status_code == 401, (method, path)
+        assert r.json()["error"] == "unauthorized" and r.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize("name", ["..%2F..%2Fjudge.db", "..", ".hidden", "a" * 300, "x%00.png",
+                                  "%2Fetc%2Fpasswd", "bandit.png%2F..", "api-key", "nonexistent.png"])
+def test_artifact_names_are_validated(service, name):
+    with service.client() as c:
+        doc = submit(c, REF).json()
+        r = c.get(f"/submissions/{doc['id']}/artifacts/{name}")
+    assert r.status_code in (400, 404) and r.headers["content-type"] == "application/json"
+
+
+def test_artifact_links_are_never_followed(service, tmp_path):
+    with service.client() as c:
+        doc = submit(c, REF).json()
+        folder = service.root / "data" / "artifacts" / doc["id"]
+        target = folder / "metrics.json"
+        target.unlink()
+        target.symlink_to(service.db)  # as if something had planted a link where an artifact was
+        r = c.get(f"/submissions/{doc['id']}/artifacts/metrics.json")
+    assert r.status_code == 404 and b"SQLite" not in r.content
+
+
+# --- exercises and operations --------------------------------------------------------------
+
+def test_exercises(service):
+    with service.client() as c:
+        lst = c.get("/exercises").json()
+        assert [e["slug"] for e in lst] == ["glm5_mis"] and lst[0]["tiers"] == ["T0", "T1", "T2", "T3"]
+        deadline = time.monotonic() + 60
+        while not (d := c.get("/exercises/glm5_mis").json())["previews_ready"]:
+            assert time.monotonic() < deadline, "previews were not built"
+            time.sleep(0.2)
+        assert "masked_is_weights" in {f["name"] for f in d["functions"]}
+        assert d["spec"].startswith("#") and "NotImplementedError" in d["starter"]
+        assert d["limits"]["total_seconds"] > 0
+        names = {p["name"] for p in d["previews"]}
+        assert "metrics.json" in names and any(n.endswith(".png") for n in names)
+        png = next(p for p in d["previews"] if p["name"].endswith(".png"))
+        r = c.get(png["url"])
+        assert r.status_code == 200 and r.headers["content-type"] == "image/png" and r.content[:4] == b"\x89PNG"
+        r = c.get("/exercises/glm5_mis/starter.py")
+        assert r.status_code == 200 and r.text == STARTER and r.headers["content-type"].startswith("text/x-python")
+        for path in ("/exercises/nope", "/exercises/nope/starter.py", "/exercises/glm5_mis/previews/..%2Fx"):
+            assert c.get(path).status_code == 404
+
+
+def test_health_ready_metrics(service):
+    import httpx
+
+    assert httpx.get(service.url + "/healthz").json() == {"status": "ok"}
+    ready = httpx.get(service.url + "/readyz").json()
+    assert ready == {"ready": True, "database": True, "workers": 2, "workers_ready": 2}
+    with service.client() as c:
+        submit(c, REF)
+    text = httpx.get(service.url + "/metrics").text
+    assert re.search(r"^judge_queue_depth \d+$", text, re.M)
+    assert int(re.search(r'^judge_gradings_total\{verdict="accepted"\} (\d+)$', text, re.M).group(1)) >= 1
+    assert re.search(r'^judge_grading_seconds_bucket\{le="\+Inf"\} [1-9]\d*$', text, re.M)
+    assert "# TYPE judge_grading_seconds histogram" in text
+
+
+# --- bad input: clear 4xx with a JSON body, never a 500 -------------------------------------
+
+BAD_BODIES = [
+    ({"exercise": "nope", "code": "x"}, 422, "unknown_exercise"),
+    ({"exercise": "glm5_mis", "code": "x", "mode": "fast"}, 422, "invalid_request"),
+    ({"exercise": "glm5_mis"}, 422, "invalid_request"),
+    ({"code": "x"}, 422, "invalid_request"),
+    ({"exercise": "glm5_mis", "code": 12}, 422, "invalid_request"),
+    ({"exercise": "glm5_mis", "code": "x", "extra": 1}, 422, "invalid_request"),
+    ({"exercise": "glm5_mis", "code": "x" * 65537}, 413, "code_too_large"),
+    ({"exercise": "glm5_mis", "code": "é" * 32769}, 413, "code_too_large"),  # 65538 bytes of UTF-8
+    ([1, 2], 422, "invalid_request"),
+    ("text", 422, "invalid_request"),
+]
+
+
+@pytest.mark.parametrize("body,status,error", BAD_BODIES)
+def test_bad_submissions(service, body, status, error):
+    with service.client() as c:
+        r = c.post("/submit", json=body)
+    assert r.status_code == status, r.text
+    assert r.json()["error"] == error and r.json()["detail"]
+
+
+@pytest.mark.parametrize("raw,content_type,status,error", [
+    (b'{"exercise": "glm5_mis", "code": "\xff\xfe"}', "application/json", 400, "not_utf8"),
+    ('{"exercise": "glm5_mis", "code": "x"}'.encode("utf-16"), "application/json", 400, "not_utf8"),
+    (b'{"exercise": "glm5_mis", "code": "\\ud800"}', "application/json", 422, "not_utf8"),
+    (b'{"exercise": "glm5_mis", "code": ', "application/json", 400, "malformed_json"),
+    (b"{'exercise': 'glm5_mis'}", "application/json", 400, "malformed_json"),
+    (b"", "application/json", 422, "invalid_request"),
+    (b"exercise=glm5_mis", "application/x-www-form-urlencoded", 422, "invalid_request"),
+    (b"x" * 500_000, "application/json", 413, "body_too_large"),
+])
+def test_bad_bodies(service, raw, content_type, status, error):
+    with service.client() as c:
+        r = c.post("/submit", content=raw, headers={"Content-Type": content_type})
+    assert r.status_code == status, r.text
+    assert r.json()["error"] == error
+
+
+@pytest.mark.parametrize("params", [{"wait": 61}, {"wait": -1}, {"wait": "soon"}])
+def test_bad_wait(service, params):
+    with service.client() as c:
+        r = c.post("/submit", params=params, json={"exercise": "glm5_mis", "code": "x"})
+    assert r.status_code == 422 and r.json()["error"] == "invalid_request"
+
+
+def test_bad_queries_and_paths(service):
+    with service.client() as c:
+        assert c.get("/submissions", params={"limit": 0}).status_code == 422
+        assert c.get("/submissions", params={"cursor": "x"}).status_code == 422
+        assert c.get("/submissions/not-an-id").status_code == 404
+        assert c.get("/submissions/0123456789abcdef01234567/events").status_code == 404
+        r = c.delete("/submissions")
+        assert r.status_code == 405 and r.json()["error"] == "method_not_allowed"
+
+
+# --- rate limit and queue bound: the app on a real SQLite file, no workers ------------------
+
+def _idle_app(tmp_path: Path, **kw) -> TestClient:
+    cfg = Config(database_url=f"sqlite:///{tmp_path / 'judge.db'}", api_keys=API_KEYS, workers=0,
+                 data_dir=tmp_path / "data", exercises=("glm5_mis",), **kw)
+    return TestClient(create_app(cfg), headers={"Authorization": f"Bearer {API_KEYS[0]}"})
+
+
+def test_rate_limit_429(tmp_path):
+    with _idle_app(tmp_path, rate_limit=3) as c:
+        codes = [submit(c, "x = 1", wait=None).status_code for _ in range(4)]
+        assert codes == [202, 202, 202, 429]
+        r = submit(c, "x = 1", wait=None)
+        assert r.json()["error"] == "rate_limited" and int(r.headers["retry-after"]) >= 1
+        other = c.post("/submit", json={"exercise": "glm5_mis", "code": "x"},
+                       headers={"Authorization": f"Bearer {API_KEYS[1]}"})
+        assert other.status_code == 202  # the limit is per client
+
+
+def test_queue_full_503(tmp_path):
+    with _idle_app(tmp_path, queue_max=2) as c:
+        assert [submit(c, "x", wait=None).status_code for _ in range(2)] == [202, 202]
+        r = submit(c, "x", wait=None)
+        assert r.status_code == 503 and r.json()["error"] == "queue_full" and r.headers["retry-after"]
+        assert c.get("/readyz").status_code == 503  # no workers: not ready
+        r = submit(c, "x", wait=None)
+        assert r.status_code == 503
+
+
+def test_wait_returns_202_when_not_graded_in_time(tmp_path):
+    with _idle_app(tmp_path) as c:
+        t0 = time.monotonic()
+        r = submit(c, "x = 1", wait=0.3)
+        assert r.status_code == 202 and r.json()["status"] == "queued"
+        assert 0.25 < time.monotonic() - t0 < 5
+        sid = r.json()["id"]
+        assert c.get(f"/submissions/{sid}").json()["status"] == "queued"
+
+
+def test_openapi_declares_every_response(tmp_path):
+    with _idle_app(tmp_path) as c:
+        spec = c.get("/openapi.json").json()
+    assert spec["components"]["schemas"]["SubmitRequest"]["properties"]["exercise"]["enum"] == ["glm5_mis"]
+    assert "Verdict" in spec["components"]["schemas"]
+    for path, ops in spec["paths"].items():
+        for method, op in ops.items():
+            codes = set(op["responses"])
+            assert any(c.startswith("2") for c in codes), (method, path)
+            if path not in ("/healthz", "/readyz", "/metrics"):
+                assert "401" in codes, (method, path)
+            for code, resp in op["responses"].items():
+                assert resp.get("content") or code == "204", (method, path, code)
