@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 CLIP_EPS = 0.2
-SWEEP = [0.525 + 0.05 * k for k in range(20)]  # avoids the band edges 0.8 and 1.2 exactly
+SWEEP = [round(0.55 + 0.1 * k, 10) for k in range(10)]  # 0.55 ... 1.45: avoids the band edges 0.8 and 1.2
 
 
 def _toy(with_empty: bool = False):
@@ -51,7 +51,7 @@ def _loss_and_grad(impl, logp, old, adv, mask, clip_eps=CLIP_EPS):
     loss = impl.gspo_loss(x, old, adv, mask, clip_eps=clip_eps)
     loss.backward()
     grad = x.grad if x.grad is not None else torch.zeros_like(x)
-    return float(loss), grad.detach()
+    return float(loss.detach()), grad.detach()
 
 
 def _token_ppo_grad(logp, old, adv, mask, clip_eps=CLIP_EPS):
@@ -80,7 +80,7 @@ def _plots(out_dir: Path, m: dict) -> None:
     ax.set_ylabel("sequence ratio s_i")
     ax.set_title(f"your s_i (red: clipped), clip fraction {m['clip_fraction']:.3f}", fontsize=8)
     ax.legend(fontsize=7)
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.14, right=0.97, bottom=0.12, top=0.9)
     fig.savefig(out_dir / "ratios.png", dpi=80)
     plt.close(fig)
 
@@ -110,7 +110,7 @@ def _plots(out_dir: Path, m: dict) -> None:
         ax.set_xlabel("s", fontsize=8)
         ax.set_title(title, fontsize=8)
         ax.legend(fontsize=7)
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.9, wspace=0.25)
     fig.savefig(out_dir / "surrogate.png", dpi=80)
     plt.close(fig)
 
@@ -136,7 +136,7 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
             l1, g1 = _loss_and_grad(impl, logp1, old1, torch.tensor([sign], dtype=torch.float64),
                                     torch.tensor([[True]]))
             sweep[f"objective_{tag}"].append(-l1)
-            sweep[f"grad_logp_{tag}"].append(-float(g1[0, 0]))
+            sweep[f"grad_logp_{tag}"].append(-float(g1[0, 0]) + 0.0)
 
     metrics = {
         "clip_eps": CLIP_EPS,

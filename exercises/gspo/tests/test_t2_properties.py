@@ -141,6 +141,7 @@ def test_unclipped_responses_spread_one_gradient_over_their_tokens(sub, oracle, 
     for dtype, (B, L) in ((torch.float64, (5, 6)), (torch.float32, (4, 4))):
         logp, old, adv, mask = cases.random_batch(g, B, L, dtype, spread=0.08, noise=0.02, fill=math.nan)
         # The seed's hint: token ratios [2, 0.5] have s = 1, and both tokens get the same gradient.
+        old[0, :2] = torch.tensor([-1.0, -0.5], dtype=dtype)
         logp[0, :2] = old[0, :2] + torch.tensor([LOG2, -LOG2], dtype=dtype)
         mask = mask.clone()
         mask[0] = False
