@@ -4,6 +4,7 @@
                                                     # 3 could not run, 4 judge error, 2 usage)
     judge local exercises/glm5_mis --reference      # the author's check
     judge schema                                    # the Verdict JSON Schema
+    judge serve --host 127.0.0.1 --port 8000        # the service (configured by JUDGE_* variables)
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="run in this process without isolation (authors only; never untrusted code)")
 
     sub.add_parser("schema", help="print the Verdict JSON Schema")
+
+    srv = sub.add_parser("serve", help="run the judge service (configuration: JUDGE_* variables)")
+    srv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    srv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    srv.add_argument("--workers", type=int, default=None, help="grading workers (default JUDGE_WORKERS or one per core)")
     return p
 
 
@@ -125,7 +131,15 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"local": cmd_local, "schema": cmd_schema}
+def cmd_serve(args: argparse.Namespace) -> int:
+    from judge.api import serve
+    from judge.config import Config
+
+    overrides = {} if args.workers is None else {"workers": max(args.workers, 0)}
+    return serve(Config.from_env(**overrides), args.host, args.port)
+
+
+COMMANDS = {"local": cmd_local, "schema": cmd_schema, "serve": cmd_serve}
 
 
 def main(argv: list[str] | None = None) -> int:

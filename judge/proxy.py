@@ -79,9 +79,10 @@ def _rebuild(tree: Any, tensors: list[torch.Tensor]) -> Any:
 
 class _State:
     def __init__(self, proxy: "SubmissionProxy", handle: int, fn: str, outputs: list[torch.Tensor],
-                 diff_mask: list[bool], inputs: list[torch.Tensor]):
+                 diff_mask: list[bool], inputs: list[torch.Tensor], eager: list | None):
         self.proxy, self.handle, self.fn = proxy, handle, fn
         self.outputs, self.diff_mask, self.inputs = outputs, diff_mask, inputs
+        self.eager = eager  # for a scalar output: the gradients for d(output) = 1, sent with the result
 
 
 class _Bridge(torch.autograd.Function):
@@ -99,7 +100,10 @@ class _Bridge(torch.autograd.Function):
         state: _State = ctx.state
         grads = [g if g is not None else torch.zeros_like(o)
                  for g, o, d in zip(grad_outputs, state.outputs, state.diff_mask) if d]
-        got = state.proxy._backward(state, grads)
+        if state.eager is not None and len(grads) == 1:
+            got = [None if e is None else e * grads[0].reshape(()) for e in state.eager]
+        else:
+            got = state.proxy._backward(state, grads)
         return (None, *got)
 
 
@@ -140,7 +144,8 @@ class SubmissionProxy:
         handle = int(h.get("handle") or 0)
         diff_inputs = [t for t, f in zip(host_in, flags) if f]
         if handle and any(diff) and diff_inputs:
-            state = _State(self, handle, fn, outs, diff, diff_inputs)
+            state = _State(self, handle, fn, outs, diff, diff_inputs,
+                           self._checked_grads(fn, msg, diff_inputs))
             outs = list(_Bridge.apply(state, *diff_inputs))
         else:  # a detached result, or a leaf the submission made itself
             outs = [o.requires_grad_(True) if d else o for o, d in zip(outs, diff)]
@@ -192,15 +197,23 @@ class SubmissionProxy:
         msg = self._job.request(header, blobs, during=f"the backward pass of {state.fn}")
         if not msg.header.get("ok"):
             self._raise(f"{state.fn} (backward)", msg.header.get("exc") or {})
-        got = msg.value(msg.header.get("grads"))
-        if not isinstance(got, list) or len(got) != len(state.inputs):
-            raise Feedback(f"the backward pass of {state.fn} returned the wrong number of gradients")
+        got = self._checked_grads(state.fn, msg, state.inputs, key="grads")
+        if got is None:
+            raise Feedback(f"the backward pass of {state.fn} returned malformed gradients")
+        return got
+
+    def _checked_grads(self, fn: str, msg: wire.Message, inputs: list[torch.Tensor],
+                       key: str = "eager") -> list[torch.Tensor | None] | None:
+        """Gradients from the child, one per input (None: unused), or None if absent or malformed."""
+        tree = msg.header.get(key)
+        if tree is None:
+            return None
+        got = msg.value(tree)
+        if not isinstance(got, list) or len(got) != len(inputs):
+            return None
         out: list[torch.Tensor | None] = []
-        for g, x in zip(got, state.inputs):
-            if g is None:
-                out.append(None)
-            elif isinstance(g, torch.Tensor) and g.shape == x.shape:
-                out.append(g.to(x.dtype))
-            else:
-                raise Feedback(f"the backward pass of {state.fn} returned a gradient of the wrong shape")
+        for g, x in zip(got, inputs):
+            if g is not None and not (isinstance(g, torch.Tensor) and g.shape == x.shape):
+                return None
+            out.append(None if g is None else g.to(x.dtype))
         return out

@@ -89,12 +89,21 @@ class Session:
         outs = [t for t in _tensors(out) if t.requires_grad]
         handle = 0
         inputs = [t for t in flat if t.requires_grad]
+        values = {"result": out, "mutated": mutated}
         if outs and inputs:
             handle = self.next_handle
             self.next_handle += 1
             self.graphs[handle] = (outs, inputs)
+            if len(outs) == 1 and outs[0].numel() == 1:
+                # A scalar loss: its gradient for d(loss) = 1 goes along now, which saves the
+                # judge a round trip on backward() (backward is linear in d(loss)).
+                try:
+                    values["eager"] = list(torch.autograd.grad(
+                        outs, inputs, [torch.ones_like(outs[0])], allow_unused=True, retain_graph=True))
+                except BaseException:  # noqa: BLE001 - the judge asks again, and sees the error
+                    pass
         try:
-            self.reply({"ok": True, "handle": handle}, {"result": out, "mutated": mutated})
+            self.reply({"ok": True, "handle": handle}, values)
         except wire.WireError as e:
             self.reply({"ok": False, "exc": {"type": "TypeError", "message": f"the result cannot be "
                         f"returned to the judge: {e}"}})

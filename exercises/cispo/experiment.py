@@ -71,6 +71,7 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
         z = z0.expand(K, L, V).clone()
         state[anchor] = dict(z=z, history=[z.clone()], clip=[[] for _ in range(K)],
                              wmin=[math.inf] * K, wmax=[-math.inf] * K, ratio_dev=[0.0] * K,
+                             rmin=[math.inf] * K, rmax=[-math.inf] * K,
                              loss_vs_reinforce=0.0, ratio_trace=[[] for _ in range(K)])
 
     for step in range(STEPS):
@@ -112,6 +113,8 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
                     st["wmin"][j] = min(st["wmin"][j], float(wj.min()))
                     st["wmax"][j] = max(st["wmax"][j], float(wj.max()))
                     st["ratio_dev"][j] = max(st["ratio_dev"][j], float((rj - 1).abs().max()))
+                    st["rmin"][j] = min(st["rmin"][j], float(rj.min()))
+                    st["rmax"][j] = max(st["rmax"][j], float(rj.max()))
                     st["ratio_trace"][j].append(float(rj.max()))
                 st["z"] = z_now - LR * z_leaf.grad
                 st["history"].append(st["z"].clone())
@@ -125,6 +128,8 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
             "clip_frac": [sum(c) / len(c) for c in st["clip"]],
             "weight_min": st["wmin"],
             "weight_max": st["wmax"],
+            "ratio_min": st["rmin"],
+            "ratio_max": st["rmax"],
             "max_abs_ratio_minus_1": st["ratio_dev"],
             "max_abs_loss_minus_reinforce": st["loss_vs_reinforce"],
             "final_p_best": [float(p) for p in p_best],
@@ -152,14 +157,18 @@ def _plot(out: Path, metrics: dict, state: dict) -> None:
     ax[0].set_ylabel("clip fraction")
     ax[0].set_title("tokens whose weight was clamped")
     ax[0].legend()
-    for anchor, mk in (("old", "o"), ("rollout", "s")):
+    for anchor, mk, c, dx in (("old", "o", "C0", -0.12), ("rollout", "s", "C1", 0.12)):
         m = metrics[anchor]
-        ax[1].vlines(ks, m["weight_min"], m["weight_max"], alpha=0.6)
-        ax[1].plot(ks, m["weight_min"], mk, ks, m["weight_max"], mk, label=f'anchor "{anchor}"')
+        x = [k + dx for k in ks]
+        ax[1].vlines(x, m["ratio_min"], m["ratio_max"], colors=c, alpha=0.25, lw=6,
+                     label=f'raw ratio, "{anchor}"')
+        ax[1].vlines(x, m["weight_min"], m["weight_max"], colors=c, lw=1.5)
+        ax[1].plot(x, m["weight_min"], mk, x, m["weight_max"], mk, c=c)
     ax[1].axhline(lo, ls="--", c="gray")
     ax[1].axhline(hi, ls="--", c="gray")
     ax[1].set_xlabel("sampler staleness k (steps)")
-    ax[1].set_title("range of CISPO weights (band dashed)")
+    ax[1].set_title("weights (markers) vs raw ratios (bars)")
+    ax[1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "clip_fraction_and_weights.png", dpi=80)
     plt.close(fig)
@@ -170,7 +179,6 @@ def _plot(out: Path, metrics: dict, state: dict) -> None:
     ax.axhline(hi, ls="--", c="gray")
     ax.set_xlabel("training step")
     ax.set_ylabel("max ratio pi_theta / pi_rollout")
-    ax.set_yscale("log")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "rollout_ratio_trace.png", dpi=80)

@@ -8,8 +8,8 @@
    data grows stale. Each update uses the exact expectation over q: a batch of two one-token
    responses, one per action a, with rollout_logp = log q_a and advantage
    2 * q_a * (R_a - E_q[R]) (the 2 undoes the loss's division by N = 2 valid tokens), so that
-   -dL/dz = E_{a~q}[ w_a (R_a - E_q R) grad log pi_a ]. Late in a stale window both ratios leave
-   (0.8, 1.2): every token is rejected and the update is exactly zero.
+   -dL/dz = E_{a~q}[ w_a (R_a - E_q R) grad log pi_a ]. Once the snapshot has gone stale both
+   ratios leave (0.8, 1.2): every token is rejected and the update is exactly zero.
 
 Run it on your file:  python exercises/glm5_mis/experiment.py --impl my_solution.py --out figs/
 """

@@ -103,7 +103,7 @@ def _write(out: Path, m: dict, per_token: dict) -> None:
     s = [v for v in m["sigmas"] if v > 0]
     pick = lambda key: [v for sg, v in zip(m["sigmas"], m[key]) if sg > 0]  # noqa: E731
 
-    fig, ax = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig, ax = plt.subplots(1, 3, figsize=(13, 3.6))
     ax[0].loglog(s, pick("recompute_err_max"), "o-", color="C3", label="recompute, max")
     ax[0].loglog(s, pick("recompute_err_mean"), "o--", color="C3", label="recompute, mean")
     ax[0].loglog(s, pick("replay_err_max"), "s-", color="C0", label="replay (R3), max")
@@ -122,17 +122,12 @@ def _write(out: Path, m: dict, per_token: dict) -> None:
     ax[1].set_xlabel(f"log10 error at sigma={m['sigmas'][-1]} ({int(flipped.sum())} of {m['N']} flipped)")
     ax[1].set_title("per-token errors")
     ax[1].legend(fontsize=7)
+    ax[2].plot(m["sigmas"], [100 * f for f in m["flip_frac"]], "o-")
+    ax[2].set_xlabel("sampler logit noise sigma")
+    ax[2].set_ylabel("% tokens whose top-k set flips")
+    ax[2].set_title(f"route flips (N={m['N']}, E={m['E']}, k={m['k']})")
     fig.tight_layout()
-    fig.savefig(out / "errors.png", dpi=72)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(4.5, 3.4))
-    ax.plot(m["sigmas"], [100 * f for f in m["flip_frac"]], "o-")
-    ax.set_xlabel("sampler logit noise sigma")
-    ax.set_ylabel("% tokens whose top-k set flips")
-    ax.set_title(f"route flips (N={m['N']}, E={m['E']}, k={m['k']})")
-    fig.tight_layout()
-    fig.savefig(out / "flips.png", dpi=72)
+    fig.savefig(out / "r3_toy.png", dpi=64)
     plt.close(fig)
 
 

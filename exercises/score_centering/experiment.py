@@ -1,0 +1,138 @@
+"""T3 toy: a sampler that drags the policy with no reward signal, and score centering stopping it.
+
+One prefix, a vocabulary of V = 6 tokens. The trainer starts at p0 = softmax(z0); the sampler is
+a FIXED, different distribution q (think: a stale or numerically different inference engine).
+Every advantage is the same constant A = 1, so there is no reward signal at all. We take the
+EXACT expectation of the loss over a ~ q (no sampling noise) and do 50 steps of gradient descent
+on the logits with lr = 1:
+
+  * without centring (plain REINFORCE, computed here): grad = -(q - p), the logits drift and p
+    walks to q: KL(q || p) collapses although nothing was learned;
+  * with sc_policy_loss and the head H = the whole vocabulary: grad = 0, the logits do not move;
+  * with the sampler's top-k head (k = 4, k = 2): the tail is reconstructed as alpha * p, so the
+    drift shrinks to q_hat - q but does not vanish.
+
+The expectation under q is a token-mean: one row per token a with advantage V * q_a * A.
+
+    python exercises/score_centering/experiment.py --impl my_solution.py --out figs/
+"""
+
+import argparse
+import importlib.util
+import json
+from pathlib import Path
+
+import torch
+
+D = torch.float64
+Z0 = [1.0, 0.5, 0.0, -0.5, -1.0, -2.0]          # trainer logits at step 0
+DQ = [0.0, 0.3, -0.2, 0.0, -1.0, -1.5]          # sampler logits = Z0 + DQ
+STEPS = 50
+LR = 1.0
+HEADS = (6, 4, 2)                               # sampler top-k head sizes (6 = whole vocabulary)
+
+
+def _kl(q, z):
+    log_p = torch.log_softmax(z, -1)
+    return float((q * (q.log() - log_p)).sum())
+
+
+def _step_sc(impl, z, log_q, ids, A):
+    V, k = log_q.shape[0], ids.shape[0]
+    z = z.detach().clone().requires_grad_(True)
+    lp = torch.log_softmax(z, -1)                                  # [V]
+    tokens = torch.arange(V)
+    logp = lp[tokens].reshape(V, 1)                                # one row per token a
+    rollout = log_q[tokens].reshape(V, 1)
+    train_head = lp[ids].expand(V, k).reshape(V, 1, k)             # same prefix in every row
+    sampler_head = log_q[ids].expand(V, k).reshape(V, 1, k)
+    adv = V * log_q.exp() * A                                      # token-mean = E_{a~q}
+    mask = torch.ones(V, 1, dtype=torch.bool)
+    loss = impl.sc_policy_loss(logp, rollout, train_head, sampler_head, adv, mask, mode="none")
+    loss.backward()
+    return z.grad
+
+
+def _step_plain(z, q, A):
+    z = z.detach().clone().requires_grad_(True)
+    loss = -(q * A * torch.log_softmax(z, -1)).sum()              # E_{a~q}[-A log p_a]
+    loss.backward()
+    return z.grad
+
+
+def _run(step, z0, q):
+    z = z0.clone()
+    drift, kl = [0.0], [_kl(q, z)]
+    for _ in range(STEPS):
+        z = z - LR * step(z)
+        drift.append(float((z - z0).norm()))
+        kl.append(_kl(q, z))
+    return drift, kl
+
+
+def run(impl, out_dir=None, seed=0):
+    """Run the drift toy through `impl.sc_policy_loss`; return the metrics (seed is unused: exact)."""
+    z0 = torch.tensor(Z0, dtype=D)
+    log_q = torch.log_softmax(z0 + torch.tensor(DQ, dtype=D), -1)
+    q = log_q.exp()
+    A = 1.0
+    curves = {"none": _run(lambda z: _step_plain(z, q, A), z0, q)}
+    for k in HEADS:
+        ids = torch.topk(log_q, k).indices                         # the sampler's top-k head
+        curves[f"sc_k{k}"] = _run(lambda z, ids=ids: _step_sc(impl, z, log_q, ids, A), z0, q)
+    metrics = {
+        "p0": torch.softmax(z0, -1).tolist(),
+        "q": q.tolist(),
+        "steps": STEPS,
+        "lr": LR,
+    }
+    for name, (drift, kl) in curves.items():
+        metrics[f"{name}_drift"] = drift[-1]
+        metrics[f"{name}_kl_start"] = kl[0]
+        metrics[f"{name}_kl_end"] = kl[-1]
+        metrics[f"{name}_drift_curve"] = drift
+        metrics[f"{name}_kl_curve"] = kl
+    if out_dir is not None:
+        _write(metrics, curves, Path(out_dir))
+    return metrics
+
+
+def _write(metrics, curves, out):
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = {"none": "no centring", "sc_k6": "SC, head = vocabulary", "sc_k4": "SC, top-4 head",
+              "sc_k2": "SC, top-2 head"}
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    for name, (drift, kl) in curves.items():
+        axes[0].plot(drift, label=labels.get(name, name))
+        axes[1].plot(kl, label=labels.get(name, name))
+    axes[0].set_title("logit drift ||z_t - z_0||, A = 1")
+    axes[1].set_title("KL(q || p_t)")
+    for ax in axes:
+        ax.set_xlabel("step")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "drift.png", dpi=72)
+    plt.close(fig)
+
+
+def _load(path):
+    spec = importlib.util.spec_from_file_location("impl", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--impl", required=True, help="your solution file (defines sc_policy_loss)")
+    ap.add_argument("--out", default=None, help="folder for drift.png and metrics.json")
+    args = ap.parse_args()
+    m = run(_load(args.impl), args.out)
+    for name in ("none", "sc_k6", "sc_k4", "sc_k2"):
+        print(f"{name:6s}  ||dz|| = {m[name + '_drift']:.6f}   KL(q||p): {m[name + '_kl_start']:.5f} -> "
+              f"{m[name + '_kl_end']:.5f}")

@@ -23,8 +23,8 @@ def _case_list(ctx, salt):
                 cl = float(0.05 + 0.9 * torch.rand((), generator=g))
                 ch = float(0.05 + 1.5 * torch.rand((), generator=g))
             fill = (None,) + cases.PAD_FILLS
-            inputs = cases.random_case(g, B, L, dtype, bool_mask=(k % 2 == 0), pad_fill=fill[k % len(fill)],
-                                       log_ratio_scale=(0.1, 0.3, 1.0)[k % 3], empty_row=(k % 4 == 3))
+            inputs = cases.random_case(g, B, L, dtype, bool_mask=(i % 2 == 0), pad_fill=fill[k % len(fill)],
+                                       log_ratio_scale=(0.3, 1.0, 0.1)[i % 3], empty_row=(k % 4 == 3))
             out.append((inputs, cl, ch))
     return out
 

@@ -17,12 +17,19 @@ def randn(g, *shape, scale=1.0):
     return torch.randn(*shape, generator=g, dtype=D) * scale
 
 
-def distributions(g, lead, V, spread=1.0, mismatch=0.7):
-    """Trainer and sampler log-probs [*lead, V] (float64)."""
+def distributions(g, lead, V, spread=1.0, mismatch=0.7, smooth=0.0):
+    """Trainer and sampler log-probs [*lead, V] (float64).
+
+    smooth > 0 mixes both with the uniform distribution, which keeps the tail masses 1 - P_H and
+    1 - Q_H away from 0: float32 cases use it, because rho = (1 - Q_H) / (1 - P_H) amplifies the
+    float32 rounding of P_H by 1 / (1 - P_H) and a float32-sized tolerance would not hold.
+    """
     z = randn(g, *lead, V, scale=spread)
-    log_p = torch.log_softmax(z, -1)
-    log_q = torch.log_softmax(z + randn(g, *lead, V, scale=mismatch), -1)
-    return log_p, log_q
+    zq = z + randn(g, *lead, V, scale=mismatch)
+    if smooth == 0.0:
+        return torch.log_softmax(z, -1), torch.log_softmax(zq, -1)
+    mix = lambda x: torch.log((1 - smooth) * torch.softmax(x, -1) + smooth / V)
+    return mix(z), mix(zq)
 
 
 def head_ids(g, log_q, k):
@@ -32,9 +39,9 @@ def head_ids(g, log_q, k):
     return ids.gather(-1, perm)
 
 
-def heads(g, lead, V, k, spread=1.0, mismatch=0.7):
+def heads(g, lead, V, k, spread=1.0, mismatch=0.7, smooth=0.0):
     """(train_head_logp, sampler_head_logp, log_p, log_q, ids), all float64."""
-    log_p, log_q = distributions(g, lead, V, spread, mismatch)
+    log_p, log_q = distributions(g, lead, V, spread, mismatch, smooth)
     ids = head_ids(g, log_q, k)
     return log_p.gather(-1, ids), log_q.gather(-1, ids), log_p, log_q, ids
 
@@ -69,7 +76,7 @@ LOSS_SIZES = [
 
 def loss_case(g, B, L, V, k, dtype, i, pad=True):
     """A batch for sc_policy_loss: dict of tensors (cast to dtype) plus mode/bounds kwargs."""
-    th, sh, log_p, log_q, ids = heads(g, (B, L), V, k)
+    th, sh, log_p, log_q, ids = heads(g, (B, L), V, k, smooth=smooth_for(dtype, V, k))
     # The sampled token a ~ q at each position.
     a = torch.multinomial(log_q.exp().reshape(-1, V), 1, generator=g).reshape(B, L, 1)
     logp = log_p.gather(-1, a).squeeze(-1)
@@ -108,6 +115,11 @@ CORRECTION_SIZES = [
     ((5, 6), 12, 7, torch.float32),
     ((6, 5), 16, 9, torch.float64),
 ]
+
+
+def smooth_for(dtype, V, k):
+    """Uniform mixing weight of a case: keeps float32 tail masses >= ~0.04 (none for float64)."""
+    return 0.1 if dtype == torch.float32 and k < V else 0.0
 
 
 def softmax_head(logits, ids):

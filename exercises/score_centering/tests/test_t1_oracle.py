@@ -15,7 +15,7 @@ cases = sibling(__file__, "_cases")
 def _check_correction(sub, oracle, ctx, salt, sizes):
     g = ctx.generator(salt)
     for i, (lead, V, k, dtype) in enumerate(sizes):
-        th, sh, *_ = cases.heads(g, lead, V, k)
+        th, sh, *_ = cases.heads(g, lead, V, k, smooth=cases.smooth_for(dtype, V, k))
         th, sh = th.to(dtype), sh.to(dtype)
         mode, low, high = cases.mode_and_bounds(g, i)
         kw = dict(mode=mode, low=low, high=high)

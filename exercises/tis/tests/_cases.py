@@ -40,7 +40,7 @@ def make_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, pad: float
     log_rho = _push_away(log_rho, edges)
     rollout = old - log_rho
     log_r = _u(g, (B, L), -0.45, 0.45)                        # r in [0.64, 1.57]
-    log_r = _push_away(log_r, [math.log1p(-eps[0]), math.log1p(eps[1]), 0.0])
+    log_r = _push_away(log_r, [math.log1p(-eps[0]), math.log1p(eps[1]), math.log(1.28), 0.0])
     logp = old + log_r
     adv = torch.randn(B, generator=g, dtype=F64)
     m = torch.rand((B, L), generator=g, dtype=F64) < 0.75

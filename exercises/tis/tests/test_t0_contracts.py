@@ -46,7 +46,7 @@ def test_loss_is_a_scalar_tensor(sub):
             if not loss.requires_grad:
                 raise Feedback(f"{what} returned a tensor with requires_grad=False: the loss must "
                                f"stay connected to logp's graph (no .detach(), no .item())")
-            if not math.isfinite(float(loss)):
+            if not math.isfinite(float(loss.detach())):
                 raise Feedback(f"{what} returned {describe(loss)} on finite inputs")
 
 
@@ -64,7 +64,7 @@ def test_empty_mask(sub):
                 what = f"tis_ppo_loss with an empty mask (per_token_loss={per_token}, {dtype})"
                 loss = sub.tis_ppo_loss(lp, old, rollout, adv, empty, per_token_loss=per_token)
                 check_tensor(loss, what=what, shape=(), dtype=dtype)
-                if float(loss) != 0.0:
+                if float(loss.detach()) != 0.0:
                     raise Feedback(f"{what} must be 0, got {describe(loss)}")
                 if not loss.requires_grad:
                     raise Feedback(f"{what} must be a graph-connected zero (requires_grad=True) "
