@@ -1,0 +1,40 @@
+"""Removes padding by multiplying with the mask instead of torch.where: NaN/inf padding turns into NaN (NaN * 0 = NaN).
+
+expect: T1
+"""
+
+import math
+
+import torch
+
+
+def _check(logp, rollout_logp, mask, clip_low, clip_high, advantages=None):
+    if not (0.0 < clip_low < 1.0) or not (math.isfinite(clip_high) and clip_high > 0.0):
+        raise ValueError(f"bad widths clip_low={clip_low}, clip_high={clip_high}")
+    if logp.dim() != 2 or rollout_logp.shape != logp.shape or mask.shape != logp.shape:
+        raise ValueError(f"shapes {tuple(logp.shape)}, {tuple(rollout_logp.shape)}, {tuple(mask.shape)}")
+    if advantages is not None and tuple(advantages.shape) != (logp.shape[0],):
+        raise ValueError(f"advantages shape {tuple(advantages.shape)}, expected ({logp.shape[0]},)")
+
+
+def _weights(logp, rollout_logp, mask, clip_low, clip_high):
+    valid = mask != 0
+    m = mask.to(logp.dtype)
+    ratio = torch.exp((logp.detach() - rollout_logp.detach()) * m)
+    keep = (ratio > 1.0 - clip_low) & (ratio < 1.0 + clip_high)
+    return valid, ratio * keep.to(logp.dtype) * m
+
+
+def masked_is_weights(logp, rollout_logp, mask, clip_low=0.2, clip_high=0.2):
+    _check(logp, rollout_logp, mask, clip_low, clip_high)
+    return _weights(logp, rollout_logp, mask, clip_low, clip_high)[1]
+
+
+def offpolicy_loss(logp, rollout_logp, advantages, mask, clip_low=0.2, clip_high=0.2):
+    _check(logp, rollout_logp, mask, clip_low, clip_high, advantages)
+    valid, w = _weights(logp, rollout_logp, mask, clip_low, clip_high)
+    zero = torch.zeros((), dtype=logp.dtype)
+    adv = advantages.detach().to(logp.dtype)[:, None]
+    per_token = w * adv * logp * mask.to(logp.dtype)
+    n = valid.sum().clamp(min=1).to(logp.dtype)
+    return -per_token.sum() / n
