@@ -92,6 +92,7 @@ class Sandbox:
         self.scratch_root = Path(tempfile.mkdtemp(prefix="judge-scratch-", dir=base))
         os.chmod(self.scratch_root, 0o711)
         self._ready = threading.Event()
+        self._finishers: list[threading.Thread] = []
         self._start(start_timeout)
         if self.weaknesses:
             if require_isolation:
@@ -160,6 +161,7 @@ class Sandbox:
     def close(self) -> None:
         for job in list(self._jobs.values()):
             job.kill()
+        self.drain()
         try:
             self.ctrl.close()
         except OSError:
@@ -214,6 +216,16 @@ class Sandbox:
 
     def _forget(self, job: "Job") -> None:
         self._jobs.pop(job.id, None)
+
+    def _finish_later(self, job: "Job") -> None:
+        t = threading.Thread(target=job._finish, name=f"finish-{job.id}", daemon=True)
+        self._finishers = [f for f in self._finishers if f.is_alive()] + [t]
+        t.start()
+
+    def drain(self, timeout: float = 10.0) -> None:
+        """Wait until every closed job has been reaped and wiped."""
+        for t in list(self._finishers):
+            t.join(timeout)
 
 
 class Job:
@@ -332,21 +344,38 @@ class Job:
             self.box._kill(self.id)
 
     def close(self) -> Resources:
-        """End the child (politely, then by force), wipe its scratch dir, report its resource use."""
-        if not self.closed:
-            self.closed = True
-            if not self._exited.is_set():
-                try:
-                    wire.send(self.sock, {"op": "exit"})
-                except OSError:
-                    pass
-                if not self._exited.wait(1.0):
-                    self.kill()
-                    self._exited.wait(5.0)
-            self.sock.close()
-            self._out_thread.join(1.0)
-            self.box._forget(self)
-            _wipe(self.scratch)
-        ex = self._exit or _Exit(0, 0, 0.0, 0)
-        return Resources(cpu_ms=ex.cpu_ms, maxrss_kb=ex.maxrss_kb,
-                         wall_ms=round((time.monotonic() - self.started_at) * 1000, 1))
+        """End the child and report its resource use; the rest of the clean-up (waiting for the
+        zygote's exit report, killing a child that lingers, wiping its scratch) runs in the
+        background so the verdict does not wait for it."""
+        if self.closed:
+            return self._resources
+        self.closed = True
+        reported: dict = {}
+        if not self._exited.is_set():
+            try:
+                wire.send(self.sock, {"op": "exit"})
+                if select.select([self.sock], [], [], 1.0)[0]:
+                    self.sock.settimeout(1.0)
+                    reported, _ = wire.recv(self.sock)
+            except (OSError, EOFError, wire.WireError):
+                pass
+        self._out_thread.join(1.0)  # its output ends when it exits
+        ex = self._exit
+        if ex is None:  # not reaped yet: its own (informational) report
+            ex = _Exit(0, 0, _num(reported.get("cpu_ms")), int(_num(reported.get("maxrss_kb"))))
+        self._resources = Resources(cpu_ms=ex.cpu_ms, maxrss_kb=ex.maxrss_kb,
+                                    wall_ms=round((time.monotonic() - self.started_at) * 1000, 1))
+        self.box._finish_later(self)
+        return self._resources
+
+    def _finish(self) -> None:
+        if not self._exited.wait(2.0):
+            self.kill()
+            self._exited.wait(5.0)
+        self.sock.close()
+        self.box._forget(self)
+        _wipe(self.scratch)
+
+
+def _num(x) -> float:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else 0.0

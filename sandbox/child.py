@@ -8,6 +8,7 @@ under a handle until the judge releases it.
 
 from __future__ import annotations
 
+import resource
 import socket
 import sys
 import traceback
@@ -125,8 +126,10 @@ class Session:
         while True:
             header, payload = wire.recv(self.sock)
             op = header.get("op")
-            if op == "exit":
-                _flush()
+            if op == "exit":  # report our own resource use, then go
+                ru = resource.getrusage(resource.RUSAGE_SELF)
+                self.reply({"ok": True, "cpu_ms": round((ru.ru_utime + ru.ru_stime) * 1000, 1),
+                            "maxrss_kb": ru.ru_maxrss})
                 return
             if op == "load":
                 self.load(header)
