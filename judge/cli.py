@@ -73,7 +73,7 @@ def read_source(path: Path) -> str:
 
 
 def cmd_local(args: argparse.Namespace) -> int:
-    from judge.grading import grade
+    from judge.grading import grade, warm
     from judge.report import render
     from judge.sandbox import Sandbox
 
@@ -100,9 +100,7 @@ def cmd_local(args: argparse.Namespace) -> int:
         starter.start()
     else:
         log.warning("--no-sandbox: the submission runs in the judge's process, without isolation")
-    from judge.runner import collect
-    collect(exercise)
-    exercise.ref, exercise.oracle, exercise.experiment  # noqa: B018 - load them now, not mid-grading
+    warm([exercise])
     sandbox = None
     if not args.no_sandbox:
         starter.join()

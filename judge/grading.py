@@ -23,6 +23,28 @@ MEDIA_TYPES = {".png": "image/png", ".json": "application/json", ".svg": "image/
                ".csv": "text/csv", ".txt": "text/plain"}
 
 
+def warm(exercises) -> None:
+    """Load everything grading needs once per process, so no grading pays for it: each
+    exercise's tests, reference, oracle and experiment, and matplotlib with its font cache."""
+    import io
+
+    import matplotlib
+
+    from judge.runner import collect
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.plot([0, 1], [0, 1], label="warm-up")
+    ax.legend()
+    fig.savefig(io.BytesIO(), format="png", dpi=40)
+    plt.close(fig)
+    for ex in exercises:
+        collect(ex)
+        ex.ref, ex.oracle, ex.experiment  # noqa: B018 - cached properties: load them now
+
+
 def choose_seed(exercise: Exercise, mode: str, seed: int | None) -> int:
     """Run mode replays the visible cases (fixed seed); submit mode draws fresh inputs."""
     if seed is not None:
