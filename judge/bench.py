@@ -1,0 +1,312 @@
+"""``make bench``: how fast a verdict arrives, measured against the alternatives in one run.
+
+Prints a table and writes ``bench-results.json``:
+
+- ``floor_ms``: the tiers in-process against the reference, no sandbox, no HTTP (the design's limit)
+- ``service_p50_ms`` / ``service_p95_ms``: ``POST /submit?wait`` end to end on a warm service
+- ``fresh_interpreter_ms``: a fresh interpreter per submission that imports torch and grades
+  (what a subprocess- or container-per-submission judge pays)
+- ``throughput``: submissions per second with 1 and 2 workers
+- ``extra_mb_per_submission``: the service's extra memory (sum of PSS) per running submission,
+  and ``rest_mb``, its memory at rest
+- ``judge_local``: the start-up / grading split of ``judge local``
+
+Targets (2 cores): service p50 ≤ 1.3 × floor + 15 ms; fresh ≥ 20 × service p50; 2 workers ≥ 1.7 ×
+one; ≤ 40 MB per concurrent submission. Ratios are computed from numbers of the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from judge.exercise import REPO_ROOT, discover
+
+KEY = "bench-key"
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def floor_ms(exercises, reps: int) -> dict[str, float]:
+    from judge.grading import grade, warm
+
+    warm(exercises.values())
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for slug, ex in exercises.items():
+            src = ex.solution_path.read_text()
+            grade(ex, src, sandbox=None, out_dir=Path(tmp) / "warm")
+            times = []
+            for i in range(reps):
+                t = time.perf_counter()
+                v = grade(ex, src, sandbox=None, seed=i, out_dir=Path(tmp) / f"{slug}{i}")
+                times.append((time.perf_counter() - t) * 1000)
+                assert v.verdict == "accepted", (slug, v.error)
+            out[slug] = round(statistics.median(times), 1)
+    return out
+
+
+FRESH = """
+import sys, time
+t = time.perf_counter()
+import torch
+from judge.exercise import resolve
+from judge.grading import grade
+ex = resolve(sys.argv[1])
+v = grade(ex, ex.solution_path.read_text(), sandbox=None, out_dir=__import__("pathlib").Path(sys.argv[2]))
+assert v.verdict == "accepted"
+"""
+
+
+def fresh_interpreter_ms(exercises, reps: int) -> dict[str, float]:
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for slug in exercises:
+            times = []
+            for i in range(reps):
+                t = time.perf_counter()
+                subprocess.run([sys.executable, "-c", FRESH, slug, f"{tmp}/{slug}{i}"], check=True,
+                               cwd=REPO_ROOT, capture_output=True)
+                times.append((time.perf_counter() - t) * 1000)
+            out[slug] = round(statistics.median(times), 1)
+    return out
+
+
+class Service:
+    """A real ``judge serve`` on a free loopback port, with its own database and data dir."""
+
+    def __init__(self, workers: int):
+        self.tmp = tempfile.TemporaryDirectory()
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        env = dict(os.environ, JUDGE_API_KEYS=KEY, JUDGE_WORKERS=str(workers),
+                   JUDGE_DATABASE_URL=f"sqlite:///{self.tmp.name}/judge.db",
+                   JUDGE_DATA_DIR=f"{self.tmp.name}/data", JUDGE_RATE_LIMIT="100000",
+                   JUDGE_QUEUE_MAX="100000")
+        self.proc = subprocess.Popen([sys.executable, "-m", "judge.cli", "serve", "--host",
+                                      "127.0.0.1", "--port", str(self.port)], env=env, cwd=REPO_ROOT,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.client = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {KEY}"},
+                                   timeout=120)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if self.client.get("/readyz").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.close()
+        raise RuntimeError("the service did not become ready")
+
+    def submit(self, slug: str, code: str) -> dict:
+        r = self.client.post("/submit", params={"wait": 60}, json={"exercise": slug, "code": code,
+                                                                    "mode": "submit"})
+        r.raise_for_status()
+        return r.json()
+
+    def pids(self) -> list[int]:
+        """The service's process tree."""
+        children: dict[int, list[int]] = {}
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit():
+                try:
+                    ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+                children.setdefault(ppid, []).append(int(d.name))
+        out, todo = [], [self.proc.pid]
+        while todo:
+            p = todo.pop()
+            out.append(p)
+            todo += children.get(p, [])
+        return out
+
+    def pss_mb(self) -> float:
+        total = 0
+        for pid in self.pids():
+            try:
+                for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1])
+            except OSError:
+                pass
+        return total / 1024
+
+    def close(self) -> None:
+        try:
+            os.killpg(self.proc.pid, 15)
+            self.proc.wait(10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(self.proc.pid, 9)
+        self.tmp.cleanup()
+
+
+def service_latency(exercises, n: int) -> dict[str, dict[str, float]]:
+    svc = Service(workers=2)
+    try:
+        out = {}
+        for slug, ex in exercises.items():
+            code = ex.solution_path.read_text()
+            for _ in range(3):
+                svc.submit(slug, code)  # warm this exercise's paths
+            times = []
+            for _ in range(n):
+                t = time.perf_counter()
+                doc = svc.submit(slug, code)
+                times.append((time.perf_counter() - t) * 1000)
+                assert doc["verdict"]["verdict"] == "accepted", doc
+            out[slug] = {"p50": round(_pct(times, 0.5), 1), "p95": round(_pct(times, 0.95), 1)}
+        return out
+    finally:
+        svc.close()
+
+
+def throughput(workers: int, slug: str, code: str, n: int) -> float:
+    svc = Service(workers=workers)
+    try:
+        for _ in range(2 * workers):
+            svc.submit(slug, code)
+        errors: list = []
+
+        def client(k: int) -> None:
+            try:
+                for _ in range(k):
+                    svc.submit(slug, code)
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=client, args=(n // (2 * workers),)) for _ in range(2 * workers)]
+        t = time.perf_counter()
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        elapsed = time.perf_counter() - t
+        if errors:
+            raise errors[0]
+        return round((n // (2 * workers)) * 2 * workers / elapsed, 2)
+    finally:
+        svc.close()
+
+
+SLOW = "\nimport time as _t\n_t.sleep({secs})\n"
+
+
+def memory(slug: str, code: str, concurrent: int = 2) -> tuple[float, float]:
+    """(memory at rest, extra MB per running submission) of a 2-worker service."""
+    svc = Service(workers=concurrent)
+    try:
+        for _ in range(2 * concurrent):
+            svc.submit(slug, code)
+        time.sleep(1.0)
+        rest = svc.pss_mb()
+        slow = code + SLOW.format(secs=3)  # holds its sandbox open while we measure
+        threads = [threading.Thread(target=svc.submit, args=(slug, slow)) for _ in range(concurrent)]
+        for th in threads:
+            th.start()
+        time.sleep(1.5)
+        busy = max(svc.pss_mb() for _ in range(3))
+        for th in threads:
+            th.join()
+        return round(rest, 1), round((busy - rest) / concurrent, 1)
+    finally:
+        svc.close()
+
+
+def judge_local_split() -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "judge.cli", "local", "exercises/glm5_mis",
+                            "--reference", "--json", "--out", tmp], cwd=REPO_ROOT,
+                           capture_output=True, text=True, check=True)
+        wall = (time.perf_counter() - t) * 1000
+    timings = json.loads(r.stdout)["timings"]
+    return {"startup_ms": timings["startup_ms"], "load_ms": timings["load_ms"],
+            "grading_ms": timings["grading_ms"], "wall_ms": round(wall, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="judge-bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--submissions", type=int, default=100, help="per exercise, for the service")
+    p.add_argument("--floor-reps", type=int, default=10)
+    p.add_argument("--fresh-reps", type=int, default=2)
+    p.add_argument("--throughput-n", type=int, default=48)
+    p.add_argument("--out", type=Path, default=REPO_ROOT / "bench-results.json")
+    args = p.parse_args(argv)
+    t0 = time.perf_counter()
+    exercises = discover()
+    glm = exercises["glm5_mis"]
+    code = glm.solution_path.read_text()
+
+    print("floor …", file=sys.stderr)
+    floor = floor_ms(exercises, args.floor_reps)
+    print("service latency …", file=sys.stderr)
+    service = service_latency(exercises, args.submissions)
+    print("fresh interpreter …", file=sys.stderr)
+    fresh = fresh_interpreter_ms(exercises, args.fresh_reps)
+    print("throughput …", file=sys.stderr)
+    tput = {str(w): throughput(w, "glm5_mis", code, args.throughput_n) for w in (1, 2)}
+    print("memory …", file=sys.stderr)
+    rest, extra = memory("glm5_mis", code)
+    print("judge local …", file=sys.stderr)
+    local = judge_local_split()
+
+    result = {
+        "exercises": {slug: {"floor_ms": floor[slug], "service_p50_ms": service[slug]["p50"],
+                             "service_p95_ms": service[slug]["p95"],
+                             "fresh_interpreter_ms": fresh[slug]} for slug in exercises},
+        "throughput": tput,
+        "extra_mb_per_submission": extra,
+        "rest_mb": rest,
+        "judge_local": local,
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                    "python": platform.python_version(), "torch": __import__("torch").__version__},
+        "bench_seconds": round(time.perf_counter() - t0, 1),
+    }
+    args.out.write_text(json.dumps(result, indent=2))
+    print(render(result))
+    return 0
+
+
+def render(r: dict) -> str:
+    lines = [f"{'exercise':<16} {'floor':>8} {'p50':>8} {'p95':>8} {'fresh':>9} "
+             f"{'p50/target':>11} {'fresh/p50':>10}"]
+    for slug, e in r["exercises"].items():
+        target = 1.3 * e["floor_ms"] + 15
+        lines.append(f"{slug:<16} {e['floor_ms']:>8.1f} {e['service_p50_ms']:>8.1f} "
+                     f"{e['service_p95_ms']:>8.1f} {e['fresh_interpreter_ms']:>9.1f} "
+                     f"{e['service_p50_ms'] / target:>11.2f} "
+                     f"{e['fresh_interpreter_ms'] / e['service_p50_ms']:>10.1f}")
+    t = r["throughput"]
+    lines += ["", f"throughput: 1 worker {t['1']}/s, 2 workers {t['2']}/s "
+                  f"(×{t['2'] / t['1']:.2f})",
+              f"memory: {r['rest_mb']:.0f} MB at rest, {r['extra_mb_per_submission']:.1f} MB extra "
+              f"per running submission",
+              f"judge local: start-up {r['judge_local']['startup_ms']:.0f} ms, grading "
+              f"{r['judge_local']['grading_ms']:.0f} ms (wall {r['judge_local']['wall_ms']:.0f} ms)",
+              f"bench took {r['bench_seconds']:.0f} s; all times in ms"]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
