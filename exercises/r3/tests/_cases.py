@@ -72,3 +72,14 @@ def dy_du64(x, u, idx, w, score_function):
     if score_function == "sigmoid":
         coef = g * (1 - torch.sigmoid(u.detach().double().gather(1, idx.long())))
     return coef.unsqueeze(-1) * (ex - y.unsqueeze(1))
+
+
+def backward(out: torch.Tensor, probe, what: str) -> None:
+    """(out * probe).sum().backward(), or a Feedback when the submission returned a detached output."""
+    from judge.testing import Feedback
+
+    if not out.requires_grad:
+        raise Feedback(f"{what} returned a tensor with requires_grad=False although its inputs require grad: "
+                       f"the output was detached (only the expert ids are replayed; gates, x and the expert "
+                       f"weights must stay differentiable)")
+    (out * probe).sum().backward()

@@ -37,7 +37,7 @@ def test_hand_checked_case(sub, ctx):
         y = sub.moe_replay_forward(x, ul, idx, w)
         assert_close(y, torch.tensor([[1.75, 1.25]], dtype=torch.float64), what="moe_replay_forward hand-checked",
                      inputs={"x": x, **inputs, "expert_weight": w})
-        (y[:, 0]).sum().backward()
+        cases.backward(y, torch.tensor([[1.0, 0.0]], dtype=dtype), "moe_replay_forward (hand-checked case)")
         assert_close(ul.grad, torch.tensor([[-0.1875, 0.1875, 0.0]], dtype=torch.float64),
                      what="d y[0] / d router_logits (hand-checked; the unrecorded expert 2 gets 0)",
                      inputs={"x": x, **inputs, "expert_weight": w})
@@ -63,7 +63,8 @@ def test_finite_differences_match_closed_form(sub, ctx):
         # autograd through the submission agrees with the same closed form
         ul = leaf(u)
         probe = torch.randn(n, d_out, generator=ctx.generator(20 + salt), dtype=torch.float64)
-        (sub.moe_replay_forward(x, ul, idx, w, score_function=sf) * probe).sum().backward()
+        cases.backward(sub.moe_replay_forward(x, ul, idx, w, score_function=sf), probe,
+                       f"moe_replay_forward({sf})")
         if ul.grad is None:
             raise Feedback(f"moe_replay_forward({sf}): router_logits received no gradient (None)")
         want = torch.zeros(n, e, dtype=torch.float64).scatter_(1, idx, torch.einsum("nko,no->nk", closed, probe))
@@ -81,7 +82,8 @@ def test_gradients_reach_x_and_only_selected_experts(sub, ctx):
         probe = torch.randn(n, d_out, generator=g, dtype=torch.float64).to(dtype)
         for sf in cases.SCORE_FUNCTIONS:
             xl, ul, wl = leaf(x), leaf(u), leaf(w)
-            (sub.moe_replay_forward(xl, ul, idx, wl, score_function=sf) * probe).sum().backward()
+            cases.backward(sub.moe_replay_forward(xl, ul, idx, wl, score_function=sf), probe,
+                           f"moe_replay_forward({sf}, {dtype})")
             gates = cases.gates64(u, idx, sf)  # [N, k]
             p = probe.double()
             want_x = torch.einsum("nk,nkdo,no->nd", gates, w.double()[idx], p)

@@ -1,0 +1,49 @@
+"""Recomputes the route with topk(router_logits) instead of replaying expert_idx.
+
+expect: T1
+
+The recorded ids are validated and then ignored: the trainer's own top-k decides the experts,
+so every route flip between sampler and trainer comes back.
+"""
+
+import torch
+
+
+def _check(router_logits, expert_idx, score_function):
+    if score_function not in ("softmax", "sigmoid"):
+        raise ValueError(f"unknown score_function {score_function!r}")
+    if router_logits.dim() != 2 or expert_idx.dim() != 2:
+        raise ValueError("router_logits and expert_idx must be 2-D")
+    if expert_idx.dtype == torch.bool or expert_idx.is_floating_point():
+        raise ValueError(f"expert_idx must be an integer tensor, got {expert_idx.dtype}")
+    n, e = router_logits.shape
+    if expert_idx.shape[0] != n or not 1 <= expert_idx.shape[1] <= e:
+        raise ValueError(f"bad expert_idx shape {tuple(expert_idx.shape)} for logits {tuple(router_logits.shape)}")
+    if int(expert_idx.min()) < 0 or int(expert_idx.max()) >= e:
+        raise ValueError("expert id out of range")
+    s = expert_idx.sort(dim=-1).values
+    if bool((s[:, 1:] == s[:, :-1]).any()):
+        raise ValueError("duplicate expert in a row")
+
+
+def replay_gates(router_logits, expert_idx, score_function="softmax"):
+    _check(router_logits, expert_idx, score_function)
+    k = expert_idx.shape[1]
+    u, _ = torch.topk(router_logits, k, dim=-1)
+    if score_function == "softmax":
+        return torch.softmax(u, dim=-1)
+    s = torch.sigmoid(u)
+    return s / s.sum(dim=-1, keepdim=True)
+
+
+def moe_replay_forward(x, router_logits, expert_idx, expert_weight, score_function="softmax"):
+    _check(router_logits, expert_idx, score_function)
+    if x.dim() != 2 or x.shape[0] != router_logits.shape[0]:
+        raise ValueError("x must be [N, D]")
+    if expert_weight.dim() != 3 or expert_weight.shape[0] != router_logits.shape[1] or expert_weight.shape[1] != x.shape[1]:
+        raise ValueError("expert_weight must be [E, D, D_out]")
+    idx = torch.topk(router_logits, expert_idx.shape[1], dim=-1).indices
+    g = replay_gates(router_logits, idx, score_function)
+    w = expert_weight[idx]
+    return torch.einsum("nk,nko->no", g, torch.einsum("nd,nkdo->nko", x, w))
+
