@@ -80,9 +80,12 @@ class Sandbox:
     """A warm zygote and the jobs forked from it."""
 
     def __init__(self, scratch_root: str | None = None, start_timeout: float = 60.0,
-                 require_isolation: bool = False):
+                 require_isolation: bool = False, spares: bool = False):
         """``require_isolation``: refuse to run when Landlock or seccomp is missing (the service
-        does; ``judge local`` only warns)."""
+        does; ``judge local`` only warns). ``spares``: keep one locked-down child forked ahead
+        (the service's workers do; it takes the fork and lockdown off each verdict's path)."""
+        self.spares = spares
+        self._spare: dict[tuple, _Spare] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._jobs: dict[str, Job] = {}
@@ -159,6 +162,9 @@ class Sandbox:
     alive = True
 
     def close(self) -> None:
+        self.spares = False
+        for spare in list(self._spare.values()):
+            spare.thread.join(5.0)
         for job in list(self._jobs.values()):
             job.kill()
         self.drain()
@@ -182,8 +188,25 @@ class Sandbox:
 
     # --- jobs ------------------------------------------------------------------------------
     def open_job(self, limits: Limits) -> "Job":
+        """A locked-down child ready to load a submission. With ``spares``, one was forked and
+        locked down in advance (while the previous submission was graded) and is handed out now."""
         if not self.alive:
             raise SandboxError("the sandbox zygote has stopped")
+        if not self.spares:
+            return self._open(limits)
+        key = (limits.cpu_seconds, limits.memory_mb)
+        with self._lock:
+            spare = self._spare.pop(key, None)
+        job = spare.take() if spare is not None else None
+        self._spare[key] = _Spare(self, limits)
+        if job is None:
+            return self._open(limits)
+        job.limits = limits
+        job.started_at = time.monotonic()
+        job.deadline = job.started_at + limits.total_seconds
+        return job
+
+    def _open(self, limits: Limits) -> "Job":
         job_id = f"j{next(self._ids)}"
         scratch = self.scratch_root / job_id
         scratch.mkdir(mode=0o700)
@@ -226,6 +249,28 @@ class Sandbox:
         """Wait until every closed job has been reaped and wiped."""
         for t in list(self._finishers):
             t.join(timeout)
+
+
+class _Spare:
+    """A child being forked and locked down ahead of need, in a background thread."""
+
+    def __init__(self, box: Sandbox, limits: Limits):
+        self.job: Job | None = None
+        self.thread = threading.Thread(target=self._open, args=(box, limits), daemon=True)
+        self.thread.start()
+
+    def _open(self, box: Sandbox, limits: Limits) -> None:
+        try:
+            self.job = box._open(limits)
+        except (SandboxError, SubmissionFailure) as e:
+            log.warning("could not fork a spare sandbox: %s", e)
+
+    def take(self) -> "Job | None":
+        self.thread.join(30.0)
+        job = self.job
+        if job is None or job._exited.is_set():
+            return None
+        return job
 
 
 class Job:
