@@ -5,6 +5,9 @@
     judge local exercises/glm5_mis --reference      # the author's check
     judge schema                                    # the Verdict JSON Schema
     judge serve --host 127.0.0.1 --port 8000        # the service (configured by JUDGE_* variables)
+    judge new my_exercise                           # scaffold exercises/my_exercise + reference/
+    judge validate exercises/gspo | --all           # the author's checks and mutation score
+    judge export exercises/gspo --format gradescope # a Gradescope autograder zip
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     loc.add_argument("--tiers", default=",".join(TIERS), help="a subset, e.g. T0,T1")
     loc.add_argument("--no-sandbox", action="store_true",
                      help="run in this process without isolation (authors only; never untrusted code)")
+    loc.add_argument("--junit", type=Path, default=None, metavar="FILE",
+                     help="also write the result as JUnit XML to FILE (for CI dashboards)")
 
     sub.add_parser("schema", help="print the Verdict JSON Schema")
 
@@ -48,6 +53,33 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     srv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     srv.add_argument("--workers", type=int, default=None, help="grading workers (default JUDGE_WORKERS or one per core)")
+
+    new = sub.add_parser("new", help="scaffold a new exercise with a small working example")
+    new.add_argument("slug", help="the exercise's name: lower case, digits, underscores")
+    new.add_argument("--root", type=Path, default=None,
+                     help="the folder holding exercises/ and reference/ (default: this checkout)")
+    new.add_argument("--title", default=None, help="the exercise's title")
+
+    val = sub.add_parser("validate", help="check exercises: reference, starter, wrong solutions, mutants")
+    val.add_argument("exercises", nargs="*", help="exercise folders or slugs")
+    val.add_argument("--all", action="store_true", help="every exercise under exercises/")
+    val.add_argument("--seed", type=int, default=None, help="the validation seed (default 1234)")
+    val.add_argument("--max-mutants", type=int, default=None,
+                     help="grade at most N mutants per exercise (default 60; 0: all)")
+    val.add_argument("--no-mutants", action="store_true", help="skip mutation testing")
+    val.add_argument("--json", action="store_true", help="print only the report document on stdout")
+    val.add_argument("-v", "--verbose", action="store_true", help="list every mutant, not only survivors")
+
+    exp = sub.add_parser("export", help="package an exercise for another grading platform")
+    exp.add_argument("exercise", help="an exercise folder or its slug")
+    exp.add_argument("--format", choices=["gradescope"], default="gradescope")
+    exp.add_argument("--out", type=Path, default=None, help="the zip (default judge-out/<slug>-gradescope.zip)")
+    exp.add_argument("--submission-file", default="solution.py",
+                     help="the file name learners upload (default solution.py; else the first .py)")
+    exp.add_argument("--points", default=None, help="points per tier, e.g. T0=10,T1=40,T2=30,T3=20 "
+                     "(default 25 each), shared equally by the tier's tests")
+    exp.add_argument("--hidden-visibility", default="visible",
+                     help="Gradescope visibility of tests that run mode does not show (default visible)")
     return p
 
 
@@ -119,6 +151,10 @@ def cmd_local(args: argparse.Namespace) -> int:
         print(verdict.model_dump_json(indent=2))
     else:
         print(render(verdict, out_dir=str(out_dir)))
+    if args.junit is not None:
+        from judge.junit import write_junit
+
+        write_junit(verdict, args.junit)
     return verdict.exit_code
 
 
@@ -137,7 +173,49 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve(Config.from_env(**overrides), args.host, args.port)
 
 
-COMMANDS = {"local": cmd_local, "schema": cmd_schema, "serve": cmd_serve}
+def cmd_new(args: argparse.Namespace) -> int:
+    from judge.exercise import REPO_ROOT
+    from judge.scaffold import new_exercise
+
+    root = args.root or REPO_ROOT
+    for path in new_exercise(args.slug, root=root, title=args.title):
+        print(path)
+    print(f"\nnext: judge validate {root / 'exercises' / args.slug}   (see AUTHORING.md)")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from judge import validate as v
+
+    if args.all == bool(args.exercises):
+        raise UsageError("give exercise folders or slugs, or --all")
+    folders = v.exercise_folders() if args.all else [resolve(e).root for e in args.exercises]
+    if not folders:
+        raise UsageError("no exercises found")
+    show = None if args.json else (lambda rep: print(v.render_exercise(rep, verbose=args.verbose), flush=True))
+    report = v.validate(folders, seed=v.DEFAULT_SEED if args.seed is None else args.seed,
+                        max_mutants=v.DEFAULT_MAX_MUTANTS if args.max_mutants is None else args.max_mutants,
+                        mutants=not args.no_mutants, on_exercise=show)
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        print("\n" + v.render_summary(report))
+    return 0 if report.ok else 1
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from judge.export import gradescope_zip, parse_points
+
+    exercise = resolve(args.exercise)
+    out = args.out or Path("judge-out") / f"{exercise.slug}-gradescope.zip"
+    path = gradescope_zip(exercise, out, submission_file=args.submission_file,
+                          points=parse_points(args.points), hidden_visibility=args.hidden_visibility)
+    print(path)
+    return 0
+
+
+COMMANDS = {"local": cmd_local, "schema": cmd_schema, "serve": cmd_serve, "new": cmd_new,
+            "validate": cmd_validate, "export": cmd_export}
 
 
 def main(argv: list[str] | None = None) -> int:

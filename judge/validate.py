@@ -1,0 +1,582 @@
+"""``judge validate``: an author's checks of an exercise, and mutation testing of its tests.
+
+For each exercise folder:
+
+- **descriptor**: ``exercise.toml`` parses; every declared function is defined in the starter and
+  in the reference; the tests, reference, oracle and experiment import; the known-wrong solutions
+  declare their tier; ``[[equivalent_mutants]]`` entries have an id and a reason.
+- **spec**: ``spec.md`` mentions every declared function.
+- **reference accepted** (through the sandbox, submit mode, the validation seed).
+- **T3 artifacts**: that run wrote a PNG and ``metrics.json``.
+- **limits**: that run fits the exercise's time and CPU limits (a warning above half of them).
+- **deterministic**: the reference and one known-wrong solution graded twice with the same seed
+  give the same document apart from timings.
+- **other seeds**: the reference passes with other seeds, and in run mode (in-process).
+- **starter rejected** and **known-wrong rejected** (each in its declared tier; sandbox).
+- **mutants**: simple mutants of the reference (``judge.mutate``) are graded in-process, tier by
+  tier, stopping at the first failing tier; a mutant that survives every tier fails validation
+  unless ``exercise.toml`` lists it as equivalent, with a reason.
+
+The result is a ``ValidationReport`` (pydantic); ``render`` prints it as a table.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import signal
+import tempfile
+import threading
+import time
+import tomllib
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Literal
+
+from pydantic import BaseModel, Field
+
+from judge.errors import ExerciseError, JudgeError
+from judge.exercise import EXERCISES_DIR, TIERS, Exercise, load_exercise
+from judge.models import Verdict
+
+log = logging.getLogger("judge.validate")
+
+DEFAULT_SEED = 1234
+DEFAULT_MAX_MUTANTS = 60
+CheckStatus = Literal["passed", "failed", "warning", "skipped"]
+MutantStatus = Literal["killed", "survived", "equivalent"]
+
+
+class CheckResult(BaseModel):
+    name: str  # "descriptor", "reference accepted", ...
+    status: CheckStatus  # a warning does not fail validation
+    detail: str = ""  # what was found; for a failure, what to fix
+    duration_ms: float = 0.0
+
+
+class MutantResult(BaseModel):
+    id: str  # "solution.py:42:LtE->Lt": the id to list in [[equivalent_mutants]]
+    operator: str  # comparison | minmax | clamp | detach | mask | summean | constant
+    line: int
+    before: str  # the expression in the reference
+    after: str  # the mutant's expression
+    status: MutantStatus  # equivalent: survived and listed in exercise.toml
+    killed_by: str = ""  # "T1 test_random_cases_match_oracle", or why it could not run
+    reason: str = ""  # the listed reason, for an equivalent mutant
+    duration_ms: float = 0.0
+
+
+class MutationReport(BaseModel):
+    seed: int  # the seed every mutant is graded with
+    generated: int  # mutants the operators produce
+    cap: int  # at most this many are graded (0: no cap); the selection is deterministic
+    tested: int
+    killed: int
+    survived: int  # survivors not listed as equivalent: these fail validation
+    equivalent: int  # survivors listed as equivalent
+    mutants: list[MutantResult] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)  # stale or wrongly listed equivalents
+
+
+class ExerciseReport(BaseModel):
+    slug: str
+    path: str
+    ok: bool  # no check failed
+    checks: list[CheckResult] = Field(default_factory=list)
+    mutation: MutationReport | None = None
+    duration_ms: float = 0.0
+
+
+class ValidationReport(BaseModel):
+    ok: bool
+    exercises: list[ExerciseReport] = Field(default_factory=list)
+    duration_ms: float = 0.0
+
+
+class EquivalentMutant(BaseModel):
+    id: str
+    reason: str
+
+
+# --- the descriptor ------------------------------------------------------------------------
+def equivalent_mutants(folder: Path) -> list[EquivalentMutant]:
+    """The ``[[equivalent_mutants]]`` table of ``exercise.toml``; a bad entry is an ExerciseError."""
+    toml_path = Path(folder) / "exercise.toml"
+    data = tomllib.loads(toml_path.read_text())
+    entries = data.get("equivalent_mutants", [])
+    if not isinstance(entries, list):
+        raise ExerciseError(f"{toml_path}: equivalent_mutants must be an array of tables")
+    out = []
+    for k, e in enumerate(entries):
+        if not isinstance(e, dict) or not str(e.get("id", "")).strip() or not str(e.get("reason", "")).strip():
+            raise ExerciseError(f"{toml_path}: equivalent_mutants[{k}] needs an id and a non-empty reason")
+        out.append(EquivalentMutant(id=str(e["id"]).strip(), reason=str(e["reason"]).strip()))
+    ids = [e.id for e in out]
+    dups = sorted({i for i in ids if ids.count(i) > 1})
+    if dups:
+        raise ExerciseError(f"{toml_path}: equivalent_mutants lists {dups} more than once")
+    return out
+
+
+def defined_functions(path: Path) -> set[str]:
+    """Names of the module-level functions a file defines (parsed, never imported)."""
+    try:
+        tree = ast.parse(path.read_text(), str(path))
+    except SyntaxError as e:
+        raise ExerciseError(f"{path}: line {e.lineno}: {e.msg}") from None
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def _check_descriptor(folder: Path) -> tuple[CheckResult, Exercise | None, list[EquivalentMutant]]:
+    t0 = time.perf_counter()
+    try:
+        ex = load_exercise(folder)
+        equivalents = equivalent_mutants(folder)
+        problems = []
+        for label, path in (("the starter", ex.starter_path), ("the reference", ex.solution_path)):
+            if not path.is_file():
+                problems.append(f"missing {path}")
+                continue
+            missing = [n for n in ex.function_names if n not in defined_functions(path)]
+            if missing:
+                problems.append(f"{label} ({path.name}) does not define {', '.join(missing)}")
+        if problems:
+            return _result("descriptor", "failed", "; ".join(problems), t0), None, equivalents
+        from judge.runner import collect
+
+        tests = collect(ex)
+        empty = [t for t in TIERS if not tests[t]]
+        ex.ref, ex.oracle, ex.experiment  # noqa: B018 - import them now: an error names the file
+        wrong = ex.wrong_solutions()
+    except JudgeError as e:
+        return _result("descriptor", "failed", e.message, t0), None, []
+    detail = (f"{len(ex.functions)} function(s): {', '.join(ex.function_names)}; "
+              f"{sum(len(v) for v in tests.values())} tests; {len(wrong)} known-wrong solution(s)")
+    if empty:
+        return _result("descriptor", "failed", f"no tests in tier(s) {', '.join(empty)}", t0), None, equivalents
+    if not wrong:
+        return _result("descriptor", "failed", f"no known-wrong solutions in {ex.reference_dir / 'wrong'}",
+                       t0), None, equivalents
+    return _result("descriptor", "passed", detail, t0), ex, equivalents
+
+
+def _check_spec(ex: Exercise) -> CheckResult:
+    t0 = time.perf_counter()
+    text = ex.spec_path.read_text()
+    missing = [n for n in ex.function_names if n not in text]
+    if missing:
+        return _result("spec", "failed", f"spec.md never mentions {', '.join(missing)}", t0)
+    return _result("spec", "passed", f"mentions {', '.join(ex.function_names)}", t0)
+
+
+# --- grading checks --------------------------------------------------------------------------
+def _result(name: str, status: CheckStatus, detail: str, t0: float) -> CheckResult:
+    return CheckResult(name=name, status=status, detail=detail,
+                       duration_ms=round((time.perf_counter() - t0) * 1000, 1))
+
+
+def _failures(v: Verdict, limit: int = 3) -> str:
+    bits = []
+    if v.error is not None:
+        bits.append(f"{v.error.kind}: {v.error.message[:300]}")
+    for t in v.tiers:
+        for r in t.tests:
+            if r.status in ("failed", "error"):
+                first = r.message.strip().splitlines()[0][:200] if r.message.strip() else ""
+                bits.append(f"{t.tier} {r.name}: {first}")
+    shown = bits[:limit] + ([f"... {len(bits) - limit} more"] if len(bits) > limit else [])
+    return "; ".join(shown)
+
+
+def normalized(v: Verdict) -> dict:
+    """The document without what legitimately differs between two runs: timings, resources,
+    durations and where the artifacts were written."""
+    d = v.model_dump(exclude={"timings", "resources"})
+    for t in d["tiers"]:
+        t.pop("duration_ms", None)
+        for r in t["tests"]:
+            r.pop("duration_ms", None)
+    for a in d["artifacts"]:
+        a.pop("path", None)
+    return d
+
+
+def _first_difference(a: dict, b: dict, path: str = "") -> str:
+    if type(a) is not type(b):
+        return f"{path or 'document'}: {a!r} vs {b!r}"
+    if isinstance(a, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            if a.get(k) != b.get(k):
+                return _first_difference(a.get(k), b.get(k), f"{path}.{k}" if path else k)
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return f"{path}: {len(a)} vs {len(b)} items"
+        for i, (x, y) in enumerate(zip(a, b)):
+            if x != y:
+                return _first_difference(x, y, f"{path}[{i}]")
+    return f"{path}: {str(a)[:200]!r} vs {str(b)[:200]!r}"
+
+
+class _Starting:
+    """A sandbox starting in a background thread; ``get()`` waits for it."""
+
+    def __init__(self, factory):
+        self._box: dict = {}
+        self._thread = threading.Thread(target=self._start, args=(factory,), daemon=True)
+        self._thread.start()
+
+    def _start(self, factory) -> None:
+        try:
+            self._box["sandbox"] = factory()
+        except BaseException as e:  # noqa: BLE001 - re-raised by get()
+            self._box["error"] = e
+
+    def get(self):
+        self._thread.join()
+        if "error" in self._box:
+            raise self._box["error"]
+        return self._box["sandbox"]
+
+    def close(self) -> None:
+        self._thread.join()
+        if "sandbox" in self._box:
+            self._box["sandbox"].close()
+
+
+class _Grader:
+    """Grading calls for one validation run: the sandbox (shared) and the in-process path."""
+
+    def __init__(self, sandbox, seed: int):
+        self._sandbox, self.seed = sandbox, seed
+
+    @property
+    def sandbox(self):
+        return self._sandbox.get() if isinstance(self._sandbox, _Starting) else self._sandbox
+
+    def boxed(self, ex: Exercise, source: str, **kw) -> Verdict:
+        from judge.grading import grade
+
+        kw.setdefault("seed", self.seed)
+        return grade(ex, source, sandbox=self.sandbox, **kw)
+
+    def in_process(self, ex: Exercise, source: str, **kw) -> Verdict:
+        from judge.grading import grade
+
+        kw.setdefault("seed", self.seed)
+        return grade(ex, source, sandbox=None, **kw)
+
+
+def _check_reference(ex: Exercise, g: _Grader, work: Path) -> tuple[list[CheckResult], Verdict | None]:
+    t0 = time.perf_counter()
+    source = ex.solution_path.read_text()
+    v = g.boxed(ex, source, mode="submit", out_dir=work / "ref-1")
+    out = []
+    if v.verdict == "accepted" and all(t.status == "passed" for t in v.tiers):
+        out.append(_result("reference accepted", "passed",
+                           f"seed {v.seed}, {sum(len(t.tests) for t in v.tiers)} tests, "
+                           f"{v.timings.total_ms / 1000:.1f} s", t0))
+    else:
+        out.append(_result("reference accepted", "failed", f"{v.verdict}: {_failures(v)}", t0))
+    t0 = time.perf_counter()  # the next two checks read the same run
+    kinds = {a.media_type for a in v.artifacts}
+    names = sorted(a.name for a in v.artifacts)
+    if "image/png" in kinds and "metrics.json" in names:
+        out.append(_result("T3 artifacts", "passed", ", ".join(names), t0))
+    else:
+        out.append(_result("T3 artifacts", "failed",
+                           f"T3 wrote {names or 'nothing'}; it must write at least one PNG plot and "
+                           f"metrics.json into ctx.out_dir", t0))
+    # limits
+    lim = ex.limits
+    total_s, cpu_s = v.timings.total_ms / 1000, v.resources.cpu_ms / 1000
+    detail = (f"{total_s:.1f} s of {lim.total_seconds:g} s wall, {cpu_s:.1f} s of {lim.cpu_seconds} s CPU, "
+              f"peak RSS {v.resources.peak_rss_mb:.0f} MB (limit {lim.memory_mb} MB over the zygote)")
+    if v.error is not None and v.error.kind in ("time_limit", "memory_limit"):
+        out.append(_result("limits", "failed", f"{v.error.kind}: {v.error.message}", t0))
+    elif total_s > lim.total_seconds or cpu_s > lim.cpu_seconds:
+        out.append(_result("limits", "failed", detail, t0))
+    elif total_s > lim.total_seconds / 2 or cpu_s > lim.cpu_seconds / 2:
+        out.append(_result("limits", "warning", detail + " (over half: slower machines may time out)", t0))
+    else:
+        out.append(_result("limits", "passed", detail, t0))
+    return out, v
+
+
+def _check_deterministic(ex: Exercise, g: _Grader, work: Path, first: Verdict) -> CheckResult:
+    t0 = time.perf_counter()
+    source = ex.solution_path.read_text()
+    second = g.boxed(ex, source, mode="submit", out_dir=work / "ref-2")
+    diff = None
+    if normalized(first) != normalized(second):
+        diff = "the reference: " + _first_difference(normalized(first), normalized(second))
+    wrong = ex.wrong_solutions()[0]
+    wsrc = wrong.path.read_text()
+    a = g.boxed(ex, wsrc, mode="submit", tiers=[wrong.expect_tier])
+    b = g.boxed(ex, wsrc, mode="submit", tiers=[wrong.expect_tier])
+    if diff is None and normalized(a) != normalized(b):
+        diff = f"wrong/{wrong.name}.py: " + _first_difference(normalized(a), normalized(b))
+    if diff:
+        return _result("deterministic", "failed", f"seed {g.seed}, two runs differ at {diff}", t0)
+    return _result("deterministic", "passed", f"seed {g.seed}: reference and wrong/{wrong.name}.py, "
+                   f"two runs each, same documents apart from timings", t0)
+
+
+def _check_other_seeds(ex: Exercise, g: _Grader) -> CheckResult:
+    t0 = time.perf_counter()
+    source = ex.solution_path.read_text()
+    bad = []
+    runs = [("submit", g.seed + 1), ("submit", g.seed + 2), ("run", None)]
+    for mode, seed in runs:
+        v = g.in_process(ex, source, mode=mode, seed=seed if seed is not None else ex.run_seed)
+        if v.verdict != "accepted":
+            bad.append(f"{mode} mode, seed {v.seed}: {_failures(v)}")
+    if bad:
+        return _result("other seeds", "failed", "the reference is rejected in " + "; ".join(bad), t0)
+    return _result("other seeds", "passed", f"accepted with seeds {g.seed + 1}, {g.seed + 2} and in run "
+                   f"mode (seed {ex.run_seed}, visible tests only)", t0)
+
+
+def _check_starter(ex: Exercise, g: _Grader) -> CheckResult:
+    t0 = time.perf_counter()
+    v = g.boxed(ex, ex.starter_path.read_text(), mode="submit")
+    if v.verdict != "rejected":
+        return _result("starter rejected", "failed", f"the starter was {v.verdict}: {_failures(v)}", t0)
+    failed = [t.tier for t in v.tiers if t.status == "failed"]
+    return _result("starter rejected", "passed", f"fails {', '.join(failed) or v.error and v.error.kind}", t0)
+
+
+def _check_wrong(ex: Exercise, g: _Grader) -> CheckResult:
+    t0 = time.perf_counter()
+    wrong = ex.wrong_solutions()
+    bad = []
+    for w in wrong:
+        v = g.boxed(ex, w.path.read_text(), mode="submit", tiers=[w.expect_tier])
+        tier = next(t for t in v.tiers if t.tier == w.expect_tier)
+        if tier.status != "failed":
+            why = _failures(v, 1) if v.verdict != "accepted" else "accepted"
+            bad.append(f"wrong/{w.name}.py passes {w.expect_tier} (expect: {w.expect_tier}; "
+                       f"tier {tier.status}{'; ' + why if why else ''})")
+    if bad:
+        return _result("known-wrong rejected", "failed", "; ".join(bad), t0)
+    return _result("known-wrong rejected", "passed",
+                   f"{len(wrong)}/{len(wrong)} fail their declared tier (seed {g.seed})", t0)
+
+
+# --- mutants ---------------------------------------------------------------------------------
+class MutantTimeout(Exception):
+    """An in-process mutant ran past the exercise's total time limit."""
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise MutantTimeout(f"the mutant ran past {seconds:g} s")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@contextmanager
+def _quiet(*names: str) -> Iterator[None]:
+    """Mutants break tests on purpose: keep the runner's tracebacks out of the author's terminal."""
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, lvl in zip(loggers, levels):
+            lg.setLevel(lvl)
+
+
+def grade_mutant(ex: Exercise, source: str, g: _Grader) -> str:
+    """Grade a mutant in-process, tier by tier, stopping at the first tier that fails; returns
+    what killed it ("" when it survived every tier)."""
+    for tier in TIERS:
+        try:
+            with _time_limit(ex.limits.total_seconds):
+                v = g.in_process(ex, source, mode="submit", tiers=[tier])
+        except MutantTimeout as e:
+            return f"{tier} time limit ({e})"
+        if v.verdict == "accepted":
+            continue
+        if v.error is not None:
+            return f"{tier} {v.error.kind}: {v.error.message.splitlines()[0][:160] if v.error.message else ''}"
+        tr = next(t for t in v.tiers if t.tier == tier)
+        test = next((r for r in tr.tests if r.status in ("failed", "error")), None)
+        return f"{tier} {test.name}" if test else f"{tier} {tr.status}"
+    return ""
+
+
+def _check_mutants(ex: Exercise, g: _Grader, equivalents: list[EquivalentMutant],
+                   cap: int) -> tuple[CheckResult, MutationReport]:
+    from judge import mutate
+
+    t0 = time.perf_counter()
+    listed = {e.id: e.reason for e in equivalents}
+    generated = mutate.generate(ex.solution_path.read_text(), ex.solution_path.name)
+    chosen = mutate.select(generated, cap)
+    report = MutationReport(seed=g.seed, generated=len(generated), cap=cap, tested=len(chosen),
+                            killed=0, survived=0, equivalent=0)
+    ids = {m.id for m in generated}
+    chosen_ids = {m.id for m in chosen}
+    for eid in listed:
+        if eid not in ids:
+            report.warnings.append(f"{eid} is listed as equivalent but no such mutant exists any more "
+                                   f"(the line moved or changed): update or remove it")
+        elif eid not in chosen_ids:
+            report.warnings.append(f"{eid} is listed as equivalent but was not graded (over the cap of {cap})")
+    with _quiet("judge.runner", "judge.grading"):
+        for m in chosen:
+            t1 = time.perf_counter()
+            killed_by = grade_mutant(ex, m.source, g)
+            if killed_by:
+                status: MutantStatus = "killed"
+                report.killed += 1
+                if m.id in listed:
+                    report.warnings.append(f"{m.id} is listed as equivalent but is killed by {killed_by}: "
+                                           f"remove it from exercise.toml")
+            elif m.id in listed:
+                status = "equivalent"
+                report.equivalent += 1
+            else:
+                status = "survived"
+                report.survived += 1
+            report.mutants.append(MutantResult(
+                id=m.id, operator=m.operator, line=m.line, before=m.before[:200], after=m.after[:200],
+                status=status, killed_by=killed_by, reason=listed.get(m.id, ""),
+                duration_ms=round((time.perf_counter() - t1) * 1000, 1)))
+    capped = f" (capped at {cap}, a deterministic selection)" if len(chosen) < len(generated) else ""
+    detail = (f"{report.generated} generated, {report.tested} graded{capped}: {report.killed} killed, "
+              f"{report.equivalent} listed equivalent, {report.survived} survived")
+    if report.survived:
+        survivors = [m.id for m in report.mutants if m.status == "survived"]
+        return _result("mutants", "failed", detail + ": " + ", ".join(survivors) +
+                       " (add a test that kills each, or list it in [[equivalent_mutants]] with a reason)",
+                       t0), report
+    if report.warnings:
+        return _result("mutants", "warning", detail + "; " + "; ".join(report.warnings), t0), report
+    return _result("mutants", "passed", detail, t0), report
+
+
+# --- the whole run ---------------------------------------------------------------------------
+def validate_exercise(folder: Path, *, sandbox, seed: int = DEFAULT_SEED,
+                      max_mutants: int = DEFAULT_MAX_MUTANTS, mutants: bool = True) -> ExerciseReport:
+    """Every check of one exercise folder; ``sandbox`` grades the reference, starter and
+    known-wrong solutions (``None`` grades them in-process: trusted files only)."""
+    t0 = time.perf_counter()
+    folder = Path(folder).resolve()
+    rep = ExerciseReport(slug=folder.name, path=str(folder), ok=False)
+    check, ex, equivalents = _check_descriptor(folder)
+    rep.checks.append(check)
+    if ex is None:
+        rep.duration_ms = round((time.perf_counter() - t0) * 1000, 1)
+        return rep
+    g = _Grader(sandbox, seed)
+    rep.checks.append(_check_spec(ex))
+    with tempfile.TemporaryDirectory(prefix=f"judge-validate-{ex.slug}-") as tmp:
+        work = Path(tmp)
+        checks, first = _check_reference(ex, g, work)
+        rep.checks += checks
+        rep.checks.append(_check_deterministic(ex, g, work, first))
+    rep.checks.append(_check_other_seeds(ex, g))
+    rep.checks.append(_check_starter(ex, g))
+    rep.checks.append(_check_wrong(ex, g))
+    if mutants:
+        accepted = next(c for c in rep.checks if c.name == "reference accepted")
+        if accepted.status == "passed":  # the reference is accepted: mutants mean something
+            check, rep.mutation = _check_mutants(ex, g, equivalents, max_mutants)
+            rep.checks.append(check)
+        else:
+            rep.checks.append(CheckResult(name="mutants", status="skipped",
+                                          detail="the reference is not accepted"))
+    rep.ok = all(c.status != "failed" for c in rep.checks)
+    rep.duration_ms = round((time.perf_counter() - t0) * 1000, 1)
+    return rep
+
+
+def exercise_folders(root: Path = EXERCISES_DIR) -> list[Path]:
+    """Every folder under ``root`` holding an exercise.toml, by name."""
+    return sorted(p.parent for p in Path(root).glob("*/exercise.toml"))
+
+
+def validate(folders: list[Path], *, sandbox=None, seed: int = DEFAULT_SEED,
+             max_mutants: int = DEFAULT_MAX_MUTANTS, mutants: bool = True,
+             on_exercise=None) -> ValidationReport:
+    """Validate ``folders`` with one sandbox for the whole run (started here unless given)."""
+    import torch
+
+    from judge.sandbox import Sandbox
+
+    t0 = time.perf_counter()
+    own = sandbox is None
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # like the sandbox: in-process grading stays comparable and polite
+    if own:  # start the zygote (~1-3 s) while the first exercise's descriptor is checked
+        sandbox = _Starting(Sandbox)
+    try:
+        reports = []
+        for folder in folders:
+            rep = validate_exercise(folder, sandbox=sandbox, seed=seed, max_mutants=max_mutants,
+                                    mutants=mutants)
+            reports.append(rep)
+            if on_exercise is not None:
+                on_exercise(rep)
+    finally:
+        torch.set_num_threads(threads)
+        if own:
+            sandbox.close()
+    return ValidationReport(ok=bool(reports) and all(r.ok for r in reports), exercises=reports,
+                            duration_ms=round((time.perf_counter() - t0) * 1000, 1))
+
+
+# --- the table -------------------------------------------------------------------------------
+_MARK = {"passed": "✓", "failed": "✗", "warning": "!", "skipped": "-"}
+
+
+def render_exercise(rep: ExerciseReport, *, verbose: bool = False) -> str:
+    lines = [f"{rep.slug}  {'PASS' if rep.ok else 'FAIL'}  ({rep.duration_ms / 1000:.1f} s)  {rep.path}"]
+    for c in rep.checks:
+        lines.append(f"  {_MARK[c.status]} {c.name:<21} {c.duration_ms / 1000:>6.1f} s  {c.detail}")
+    m = rep.mutation
+    if m is not None:
+        for r in m.mutants:
+            if r.status == "survived" or verbose:
+                tag = {"survived": "SURVIVED", "killed": "killed", "equivalent": "equivalent"}[r.status]
+                why = r.killed_by if r.status == "killed" else r.reason
+                lines.append(f"      {tag:<10} {r.id:<34} `{r.before[:50]}` -> `{r.after[:50]}`"
+                             + (f"  [{why}]" if why else ""))
+    return "\n".join(lines)
+
+
+def render(report: ValidationReport, *, verbose: bool = False) -> str:
+    """Every exercise's checks, then the summary table."""
+    parts = [render_exercise(r, verbose=verbose) for r in report.exercises]
+    return "\n".join(parts) + "\n\n" + render_summary(report)
+
+
+def render_summary(report: ValidationReport) -> str:
+    """One line per exercise: checks passed, mutants graded/generated, killed, equivalent, survived."""
+    lines = []
+    lines.append(f"{'exercise':<18} {'result':<6} {'checks':>7} {'mutants':>8} {'killed':>7} "
+                 f"{'equiv':>6} {'survived':>9} {'time':>8}")
+    for r in report.exercises:
+        passed = sum(c.status in ("passed", "warning") for c in r.checks)
+        m = r.mutation
+        cols = (f"{m.tested:>3}/{m.generated:<4} {m.killed:>7} {m.equivalent:>6} {m.survived:>9}"
+                if m else f"{'-':>8} {'-':>7} {'-':>6} {'-':>9}")
+        lines.append(f"{r.slug:<18} {'PASS' if r.ok else 'FAIL':<6} {passed:>3}/{len(r.checks):<3} {cols} "
+                     f"{r.duration_ms / 1000:>7.1f}s")
+    n_ok = sum(r.ok for r in report.exercises)
+    lines.append(f"{n_ok}/{len(report.exercises)} exercises valid in {report.duration_ms / 1000:.1f} s")
+    return "\n".join(lines)
