@@ -4,7 +4,9 @@ One prompt, four possible one-token answers ("arms") with rewards [0, 0.2, 1, 0]
 iteration samples a group of G = 8 answers from the current softmax policy (inverse-CDF
 sampling with uniforms drawn up front from a seeded generator, so the run is deterministic),
 computes `group_advantages`, freezes `old_logp`, then takes 4 PPO epochs of plain SGD on the
-four logits, each epoch calling `grpo_loss` and back-propagating through it.
+four logits, each epoch calling `grpo_loss` and back-propagating through it. Two policies
+train side by side in the same batch: one with std-normalised advantages, one with
+normalize_std=False.
 
 What to look for:
   * epoch 1 of every iteration is exactly on-policy (r = 1): its clip fraction is exactly 0;
@@ -34,35 +36,48 @@ CLIP_LOW = 0.2
 CLIP_HIGH = 0.28
 
 
-def _train(impl, normalize_std: bool, seed: int) -> dict:
-    """Run the bandit once; return per-iteration probabilities and clip fractions."""
+VARIANTS = (True, False)   # normalize_std of policy 0 (GRPO) and policy 1 (no std, Dr. GRPO)
+
+
+def _train(impl, seed: int) -> list[dict]:
+    """Train one policy per variant; return per-iteration probabilities and clip fractions.
+
+    Both policies see the same uniforms (so the same draws while their probabilities agree) and
+    train side by side: each iteration stacks their groups into one batch of 2 x 8 one-token
+    responses, so one `grpo_loss` call per epoch serves both. The loss averages over all 16
+    responses (seq-mean), so each policy's gradient is 1/2 of what its own batch of 8 would
+    give; it is multiplied back by the number of policies (an exact power of two).
+    """
+    n_pol, G, n_arms = len(VARIANTS), GROUP_SIZE, len(ARM_REWARDS)
     g = torch.Generator()
     g.manual_seed(seed)
-    uniforms = torch.rand(ITERATIONS, GROUP_SIZE, generator=g, dtype=torch.float64)
+    uniforms = torch.rand(ITERATIONS, G, generator=g, dtype=torch.float64)
     arm_rewards = torch.tensor(ARM_REWARDS, dtype=torch.float64)
-    theta = torch.zeros(len(ARM_REWARDS), dtype=torch.float64)   # the policy's logits
+    theta = torch.zeros(n_pol, n_arms, dtype=torch.float64)      # logits, one row per policy
+    rows = torch.arange(n_pol).repeat_interleave(G)               # [2G] policy of each response
+    mask = torch.ones(n_pol * G, 1, dtype=torch.bool)            # one token per response
 
-    p_best = [float(torch.softmax(theta, -1)[BEST_ARM])]
-    mean_reward, clip_frac, zero_grad_epochs = [], [], 0
+    hist = [{"p_best": [float(torch.softmax(theta[k], -1)[BEST_ARM])], "mean_reward": [],
+             "clip_frac": [], "zero_grad_epochs": 0} for k in range(n_pol)]
     for it in range(ITERATIONS):
-        probs = torch.softmax(theta, -1)
-        cdf = torch.cumsum(probs, -1)
-        arms = torch.searchsorted(cdf, uniforms[it], right=True).clamp(max=len(ARM_REWARDS) - 1)
-        rewards = arm_rewards[arms]                                # [G]
-        mean_reward.append(float(rewards.mean()))
-        adv = impl.group_advantages(rewards, GROUP_SIZE, normalize_std=normalize_std)
-        adv = adv.detach().to(torch.float64)                       # [G]
-        old_logp = torch.log_softmax(theta, -1)[arms].detach()     # [G]
-        mask = torch.ones(GROUP_SIZE, 1, dtype=torch.bool)         # one token per response
+        cdf = torch.cumsum(torch.softmax(theta, -1), -1)           # [2, 4]
+        arms = torch.searchsorted(cdf, uniforms[it].expand(n_pol, G).contiguous(), right=True)
+        arms = arms.clamp(max=n_arms - 1)                          # [2, G]
+        rewards = arm_rewards[arms]                                # [2, G]
+        adv = torch.cat([impl.group_advantages(rewards[k].clone(), G, normalize_std=VARIANTS[k])
+                         .detach().to(torch.float64) for k in range(n_pol)])   # [2G]
+        flat_arms = arms.reshape(-1)                               # [2G]
+        old_logp = torch.log_softmax(theta, -1)[rows, flat_arms].detach()   # [2G]
 
-        fracs = []
+        fracs = [[] for _ in range(n_pol)]
         for _ in range(EPOCHS):
             th = theta.clone().requires_grad_(True)
-            logp = torch.log_softmax(th, -1)[arms]                 # [G], differentiable in th
+            logp = torch.log_softmax(th, -1)[rows, flat_arms]      # [2G], differentiable in th
             ratio = torch.exp(logp.detach() - old_logp)
             clipped = ((adv > 0) & (ratio > 1 + CLIP_HIGH)) | ((adv < 0) & (ratio < 1 - CLIP_LOW))
-            fracs.append(float(clipped.double().mean()))
-            # Hand the submission a leaf [G, 1]; chain its gradient back to the logits here.
+            for k in range(n_pol):
+                fracs[k].append(float(clipped[k * G:(k + 1) * G].double().mean()))
+            # Hand the submission a leaf [2G, 1]; chain its gradient back to the logits here.
             logp_leaf = logp.detach().unsqueeze(-1).clone().requires_grad_(True)
             loss = impl.grpo_loss(logp_leaf, old_logp.unsqueeze(-1), adv, mask,
                                   clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
@@ -70,32 +85,31 @@ def _train(impl, normalize_std: bool, seed: int) -> dict:
             g_logp = logp_leaf.grad
             if g_logp is None:
                 g_logp = torch.zeros_like(logp_leaf)
-            g_logp = g_logp.detach().to(torch.float64).reshape(GROUP_SIZE)
+            g_logp = g_logp.detach().to(torch.float64).reshape(n_pol * G) * n_pol
             if not bool(torch.isfinite(g_logp).all()):
                 raise RuntimeError("grpo_loss produced a non-finite gradient in the bandit")
-            if bool((g_logp == 0).all()):
-                zero_grad_epochs += 1
+            for k in range(n_pol):
+                if bool((g_logp[k * G:(k + 1) * G] == 0).all()):
+                    hist[k]["zero_grad_epochs"] += 1
             (g_theta,) = torch.autograd.grad(logp, th, grad_outputs=g_logp)
             theta = (theta - LR * g_theta).detach()
-        clip_frac.append(fracs)
-        p_best.append(float(torch.softmax(theta, -1)[BEST_ARM]))
+        for k in range(n_pol):
+            hist[k]["clip_frac"].append(fracs[k])
+            hist[k]["mean_reward"].append(float(rewards[k].mean()))
+            hist[k]["p_best"].append(float(torch.softmax(theta[k], -1)[BEST_ARM]))
 
-    hit = [i for i, p in enumerate(p_best) if p > 0.9]
-    return {
-        "p_best": p_best,                       # P(arm 2) before iteration 0 .. after the last
-        "mean_reward": mean_reward,             # the sampled group's mean reward per iteration
-        "clip_frac": clip_frac,                 # [iteration][epoch]
-        "final_p_best": p_best[-1],
-        "iterations_to_0_9": hit[0] if hit else -1,
-        "zero_grad_epochs": zero_grad_epochs,
-        "final_probs": [float(p) for p in torch.softmax(theta, -1)],
-    }
+    for k in range(n_pol):
+        h = hist[k]
+        hit = [i for i, p in enumerate(h["p_best"]) if p > 0.9]
+        h["final_p_best"] = h["p_best"][-1]
+        h["iterations_to_0_9"] = hit[0] if hit else -1
+        h["final_probs"] = [float(p) for p in torch.softmax(theta[k], -1)]
+    return hist
 
 
 def run(impl, out_dir=None, seed: int = 0) -> dict:
     """Train with std normalisation and without; return JSON-serialisable metrics."""
-    std = _train(impl, normalize_std=True, seed=seed)
-    nostd = _train(impl, normalize_std=False, seed=seed)
+    std, nostd = _train(impl, seed)
     later = [f for row in std["clip_frac"] for f in row[1:]]
     metrics = {
         "arm_rewards": ARM_REWARDS, "group_size": GROUP_SIZE, "epochs": EPOCHS,
@@ -111,8 +125,10 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
         "clip_frac_later_mean": sum(later) / len(later),
         "zero_grad_epochs": std["zero_grad_epochs"],
         "nostd_p_best": nostd["p_best"],
+        "nostd_clip_frac_epoch1_max": max(row[0] for row in nostd["clip_frac"]),
         "nostd_final_p_best": nostd["final_p_best"],
         "nostd_iterations_to_0_9": nostd["iterations_to_0_9"],
+        "nostd_zero_grad_epochs": nostd["zero_grad_epochs"],
     }
     if out_dir is not None:
         out = Path(out_dir)

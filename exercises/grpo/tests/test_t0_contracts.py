@@ -26,8 +26,11 @@ def test_group_advantages_returns_n_in_input_dtype(sub):
             check_tensor(out, what=f"group_advantages(rewards [6] {dtype}, group_size={G})",
                          shape=(6,), dtype=dtype)
             if not bool(torch.isfinite(out).all()):
+                hint = (" (with group_size=1 every group is constant: its centred reward is 0 and "
+                        "sigma + eps = eps > 0, so A = 0; an unbiased std divides by G - 1 = 0)"
+                        if G == 1 else "")
                 raise Feedback(f"group_advantages(rewards, {G}) returned non-finite values "
-                               f"{describe(out)} for rewards {describe(rewards)}")
+                               f"{describe(out)} for rewards {describe(rewards)}{hint}")
 
 
 @visible
