@@ -302,3 +302,25 @@ def test_token_mean_aggregation(sub):
         assert_close(x.grad, expected, inputs=inputs,
                      what=f"d loss / d logp with lengths 2 and 8 ({dtype}): token-mean gives every token "
                           f"-A / 10")
+
+
+def test_default_band_caps_weights_at_5_in_both_functions(sub):
+    """The defaults eps_low=1, eps_high=4 give the band [0, 5]: a ratio of 8 is capped at 5, in
+    cispo_weights and in cispo_loss called without eps arguments."""
+    for dtype in (F64, torch.float32):
+        anchor = torch.full((1, 4), -3.0, dtype=dtype)
+        logp = anchor + torch.tensor([[math.log(8.0), math.log(4.5), math.log(0.125), -30.0]], dtype=dtype)
+        mask = torch.ones(1, 4, dtype=torch.bool)
+        adv = torch.tensor([1.5], dtype=dtype)
+        inputs = {"logp": logp, "old_logp": anchor, "advantages": adv}
+        expected_w = torch.exp(logp.to(F64) - anchor.to(F64)).clamp(0.0, 5.0)  # [5, 4.5, 0.125, e^-30]
+        w = sub.cispo_weights(logp, anchor, mask)
+        assert_close(w, expected_w, inputs=inputs,
+                     what=f"cispo_weights with the default eps (band [0, 5]: ratio 8 is capped at 5) ({dtype})")
+        x = leaf(logp)
+        loss = sub.cispo_loss(x, anchor, adv, mask)
+        assert_close(loss, -(expected_w * 1.5 * logp.to(F64)).sum() / 4, inputs=inputs,
+                     what=f"cispo_loss with the default eps (band [0, 5]; -sum r_hat A logp / N) ({dtype})")
+        loss.backward()
+        assert_close(x.grad, -expected_w * 1.5 / 4, inputs=inputs,
+                     what=f"d cispo_loss / d logp with the default eps (-r_hat A / N, r_hat capped at 5) ({dtype})")
