@@ -53,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     srv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     srv.add_argument("--workers", type=int, default=None, help="grading workers (default JUDGE_WORKERS or one per core)")
+    srv.add_argument("--allow-weak-sandbox", action="store_true",
+                     help="grade even where Landlock or seccomp is missing (JUDGE_ALLOW_WEAK_SANDBOX=1)")
 
     new = sub.add_parser("new", help="scaffold a new exercise with a small working example")
     new.add_argument("slug", help="the exercise's name: lower case, digits, underscores")
@@ -169,7 +171,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from judge.api import serve
     from judge.config import Config
 
-    overrides = {} if args.workers is None else {"workers": max(args.workers, 0)}
+    overrides: dict = {} if args.workers is None else {"workers": max(args.workers, 0)}
+    if args.allow_weak_sandbox:
+        overrides["allow_weak_sandbox"] = True
     return serve(Config.from_env(**overrides), args.host, args.port)
 
 

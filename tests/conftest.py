@@ -109,3 +109,9 @@ def service(tmp_path_factory):
     svc = Service(tmp_path_factory.mktemp("service")).start()
     yield svc
     svc.stop()
+
+
+@pytest.fixture
+def service_factory():
+    """``Service``, for tests that start (and kill) their own."""
+    return Service

@@ -1,0 +1,215 @@
+"""The API's plumbing, kept out of the routes: errors as JSON, the request guard (authentication,
+body size, UTF-8), the per-client rate limit, change notification, and safe file reads."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+import sqlite3
+import stat
+import threading
+import time
+from pathlib import Path
+
+from judge.store import Store
+
+log = logging.getLogger("judge.api")
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs",
+                          "/docs/oauth2-redirect", "/redoc"})
+FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}(\.[A-Za-z0-9]{1,10}){0,2}$")
+SUBMISSION_ID = re.compile(r"^[0-9a-f]{24}$")
+FILE_CAP = 32 << 20  # the largest artifact served
+
+
+class ApiError(Exception):
+    """An error answered as ``{"error": code, "detail": ...}`` with ``status``."""
+
+    def __init__(self, status: int, error: str, detail: str, headers: dict[str, str] | None = None):
+        super().__init__(detail)
+        self.status, self.error, self.detail, self.headers = status, error, detail, headers or {}
+
+    def body(self) -> dict:
+        return {"error": self.error, "detail": self.detail}
+
+
+def client_id(key: str) -> str:
+    """What the database knows of a client: a hash of its key, never the key."""
+    return hashlib.sha256(b"judge-client\0" + key.encode()).hexdigest()[:32]
+
+
+async def _send_json(send, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
+    data = json.dumps(body).encode()
+    hdrs = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    hdrs += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": hdrs})
+    await send({"type": "http.response.body", "body": data})
+
+
+class Guard:
+    """ASGI middleware in front of every route: a valid bearer key (except on the public paths),
+    and for request bodies a size cap and UTF-8, before anything parses them."""
+
+    def __init__(self, app, *, keys: tuple[str, ...], max_body: int):
+        self.app = app
+        self.clients = {client_id(k) for k in keys}
+        self.max_body = max_body
+
+    def _client(self, scope) -> str | None:
+        for name, value in scope.get("headers", []):
+            if name == b"authorization":
+                scheme, _, key = value.decode("latin-1").partition(" ")
+                key = key.strip()
+                if scheme.lower() != "bearer" or not key:
+                    return None
+                cid = client_id(key)
+                return cid if any(hmac.compare_digest(cid, c) for c in self.clients) else None
+        return None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if scope["path"] not in PUBLIC_PATHS:
+            client = self._client(scope)
+            if client is None:
+                return await _send_json(send, 401, {"error": "unauthorized", "detail":
+                                        "send a valid API key: 'Authorization: Bearer <key>'"},
+                                        {"WWW-Authenticate": "Bearer"})
+            scope.setdefault("state", {})["client"] = client
+        if scope["method"] not in ("POST", "PUT", "PATCH"):
+            return await self.app(scope, receive, send)
+        too_big = {"error": "body_too_large", "detail": f"the request body is limited to {self.max_body} bytes"}
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_body:
+                return await _send_json(send, 413, too_big)
+        body = bytearray()
+        while True:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                return
+            body += msg.get("body", b"")
+            if len(body) > self.max_body:
+                return await _send_json(send, 413, too_big)
+            if not msg.get("more_body", False):
+                break
+        try:
+            bytes(body).decode("utf-8")
+        except UnicodeDecodeError as e:
+            return await _send_json(send, 400, {"error": "not_utf8", "detail":
+                                    f"the request body is not UTF-8 ({e.reason} at byte {e.start})"})
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+class RateLimiter:
+    """A token bucket per client: ``per_minute`` refill, ``burst`` capacity."""
+
+    def __init__(self, per_minute: float, burst: int):
+        self.rate, self.burst = per_minute / 60.0, float(burst)
+        self.buckets: dict[str, tuple[float, float]] = {}
+        self.lock = threading.Lock()
+
+    def take(self, client: str) -> float:
+        """0 when allowed (a token is spent), else the seconds until the next token."""
+        now = time.monotonic()
+        with self.lock:
+            tokens, last = self.buckets.get(client, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - last) * self.rate)
+            if tokens >= 1.0:
+                self.buckets[client] = (tokens - 1.0, now)
+                return 0.0
+            self.buckets[client] = (tokens, now)
+            return (1.0 - tokens) / self.rate
+
+
+class Changes:
+    """Wakes waiters (``?wait=``, event streams) when the database changes.
+
+    One poll of the events table's largest id per interval, whatever the number of waiters, and
+    only while someone waits. A waiter reads its state and then waits without yielding in
+    between, so a change committed after its read always wakes it.
+    """
+
+    def __init__(self, store: Store, interval: float):
+        self.store, self.interval = store, interval
+        self.waiters = 0
+        self._event = asyncio.Event()
+        self._last = -1
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            if not self.waiters:
+                continue
+            try:
+                v = self.store.last_change()
+            except sqlite3.Error:
+                continue
+            if v != self._last:
+                self._last = v
+                ev, self._event = self._event, asyncio.Event()
+                ev.set()
+
+    async def wait(self, timeout: float) -> bool:
+        """True if something changed (or may have) before ``timeout`` seconds."""
+        if timeout <= 0:
+            return False
+        ev = self._event
+        self.waiters += 1
+        try:
+            await asyncio.wait_for(ev.wait(), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            self.waiters -= 1
+
+
+def read_regular_file(folder: Path, name: str, cap: int = FILE_CAP) -> bytes | None:
+    """The bytes of ``folder/name`` if it is a regular file (never through a link), else None."""
+    if not FILE_NAME.match(name):
+        return None
+    try:
+        dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+    except OSError:
+        return None
+    finally:
+        os.close(dfd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(cap + 1)
+        return data if len(data) <= cap else None
+    finally:
+        os.close(fd)
+
+
+def list_regular_files(folder: Path) -> list[tuple[str, int]]:
+    """(name, size) of the regular files in ``folder`` with acceptable names, sorted."""
+    out = []
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return []
+    for e in entries:
+        if FILE_NAME.match(e.name) and e.is_file(follow_symlinks=False):
+            out.append((e.name, e.stat(follow_symlinks=False).st_size))
+    return out

@@ -1,0 +1,109 @@
+"""The service's configuration: embedded defaults, overridden by ``JUDGE_*`` environment variables.
+
+| variable | default | meaning |
+|---|---|---|
+| ``JUDGE_DATABASE_URL`` | ``sqlite:///judge.db`` | the SQLite file (``sqlite:////abs/path.db`` for an absolute path) |
+| ``JUDGE_API_KEYS`` | (none: ``judge serve`` makes one) | comma-separated bearer keys, one per client |
+| ``JUDGE_WORKERS`` | the number of cores | grading worker processes |
+| ``JUDGE_DATA_DIR`` | ``judge-data`` | artifacts, cached previews, the generated local key |
+| ``JUDGE_MAX_SOURCE_BYTES`` | 65536 | the largest submission, in UTF-8 bytes |
+| ``JUDGE_QUEUE_MAX`` | 1000 | submissions queued or running at once before ``503`` |
+| ``JUDGE_RATE_LIMIT`` | 60 | submissions per client per minute before ``429`` |
+| ``JUDGE_RATE_BURST`` | = rate limit | submissions a client may post at once |
+| ``JUDGE_WAIT_MAX`` | 60 | the longest ``?wait=`` honoured, in seconds |
+| ``JUDGE_EXERCISES`` | (all) | comma-separated slugs to serve |
+| ``JUDGE_EXERCISES_DIR`` | ``<repo>/exercises`` | where exercises are discovered |
+| ``JUDGE_ALLOW_WEAK_SANDBOX`` | 0 | 1: grade even where Landlock or seccomp is missing |
+| ``JUDGE_POLL_INTERVAL`` | 0.25 | seconds between an idle worker's looks at the queue (new submissions wake it at once) |
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from judge.errors import UsageError
+from judge.exercise import EXERCISES_DIR
+
+PREFIX = "JUDGE_"
+
+
+@dataclass(frozen=True)
+class Config:
+    database_url: str = "sqlite:///judge.db"
+    api_keys: tuple[str, ...] = ()
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    data_dir: Path = Path("judge-data")
+    max_source_bytes: int = 65536
+    queue_max: int = 1000
+    rate_limit: float = 60.0  # submissions per client per minute
+    rate_burst: int = 0  # 0: the same as rate_limit
+    wait_max: float = 60.0
+    exercises: tuple[str, ...] = ()  # empty: every exercise found
+    exercises_dir: Path = EXERCISES_DIR
+    allow_weak_sandbox: bool = False  # grade even where Landlock or seccomp is missing
+    poll_interval: float = 0.25  # an idle worker's look at the queue (new submissions wake it)
+    notify_interval: float = 0.005  # how often a waiter's changes are looked for
+
+    @property
+    def database_path(self) -> Path:
+        url = self.database_url
+        if not url.startswith("sqlite:///"):
+            raise UsageError(f"JUDGE_DATABASE_URL: only sqlite:///PATH is supported, got {url!r}")
+        return Path(url[len("sqlite:///"):])
+
+    @property
+    def burst(self) -> int:
+        return self.rate_burst or max(1, int(self.rate_limit))
+
+    def without_secrets(self) -> "Config":
+        """The copy handed to worker processes: they never need the keys."""
+        return replace(self, api_keys=())
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "Config":
+        env = dict(os.environ if env is None else env)
+        kw: dict = {}
+
+        def get(name: str) -> str | None:
+            v = env.get(PREFIX + name)
+            return v.strip() if v is not None and v.strip() != "" else None
+
+        def num(name: str, conv, minimum):
+            v = get(name)
+            if v is None:
+                return None
+            try:
+                out = conv(v)
+            except ValueError:
+                raise UsageError(f"{PREFIX}{name}: expected a number, got {v!r}") from None
+            if out < minimum:
+                raise UsageError(f"{PREFIX}{name}: must be at least {minimum}, got {v!r}")
+            return out
+
+        if (v := get("DATABASE_URL")) is not None:
+            kw["database_url"] = v
+        if (v := get("API_KEYS")) is not None:
+            kw["api_keys"] = tuple(k.strip() for k in v.split(",") if k.strip())
+        if (v := get("DATA_DIR")) is not None:
+            kw["data_dir"] = Path(v)
+        if (v := get("EXERCISES")) is not None:
+            kw["exercises"] = tuple(s.strip() for s in v.split(",") if s.strip())
+        if (v := get("EXERCISES_DIR")) is not None:
+            kw["exercises_dir"] = Path(v)
+        if (v := get("ALLOW_WEAK_SANDBOX")) is not None:
+            kw["allow_weak_sandbox"] = v.lower() in ("1", "true", "yes", "on")
+        for name, key, conv, minimum in [("WORKERS", "workers", int, 0),
+                                         ("MAX_SOURCE_BYTES", "max_source_bytes", int, 1),
+                                         ("QUEUE_MAX", "queue_max", int, 1),
+                                         ("RATE_LIMIT", "rate_limit", float, 0.001),
+                                         ("RATE_BURST", "rate_burst", int, 1),
+                                         ("WAIT_MAX", "wait_max", float, 0),
+                                         ("POLL_INTERVAL", "poll_interval", float, 0.001)]:
+            if (v := num(name, conv, minimum)) is not None:
+                kw[key] = v
+        kw.update(overrides)
+        cfg = cls(**kw)
+        cfg.database_path  # noqa: B018 - validate the URL now
+        return cfg

@@ -1,0 +1,240 @@
+"""The service's durable state: one SQLite file (WAL mode) shared by the API and the workers.
+
+``submissions`` holds each submission (the client is a hash of its key, never the key) and, once
+graded, its ``Verdict`` document as JSON. ``events`` holds tier progress and status changes, in
+order; its largest id is the change counter that waiters watch. A worker claims the oldest queued
+submission with one ``UPDATE … RETURNING`` under the write lock, so no two workers get the same.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+MAX_ATTEMPTS = 2  # a submission whose grading was interrupted is retried once
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS submissions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    client TEXT NOT NULL,
+    exercise TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    code TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'queued',   -- queued | running | done | error
+    attempts INTEGER NOT NULL DEFAULT 0,     -- how many times a worker claimed it
+    worker TEXT,                             -- the worker grading it (while running)
+    verdict TEXT,                            -- the Verdict document (JSON), when done
+    outcome TEXT,                            -- accepted | rejected | error, when done
+    message TEXT,                            -- why, when status is error
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL
+);
+CREATE INDEX IF NOT EXISTS submissions_status ON submissions(status, seq);
+CREATE INDEX IF NOT EXISTS submissions_client ON submissions(client, seq);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    submission TEXT NOT NULL,
+    at REAL NOT NULL,
+    kind TEXT NOT NULL,                      -- status | test
+    data TEXT NOT NULL                       -- JSON
+);
+CREATE INDEX IF NOT EXISTS events_submission ON events(submission, id);
+"""
+
+_COLUMNS = ("seq, id, client, exercise, mode, status, attempts, worker, verdict, outcome, message, "
+            "created_at, started_at, finished_at")
+
+
+@dataclass
+class Job:
+    """A claimed submission, as a worker sees it."""
+    id: str
+    exercise: str
+    mode: str
+    code: str
+    attempts: int
+
+
+def new_id() -> str:
+    return secrets.token_hex(12)
+
+
+class Store:
+    """Thread-safe: each thread gets its own connection."""
+
+    def __init__(self, path: Path | str, *, synchronous: str = "FULL"):
+        self.path = Path(path)
+        self.synchronous = synchronous
+        self._local = threading.local()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db.executescript(_SCHEMA)
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
+                                 check_same_thread=False)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(f"PRAGMA synchronous={self.synchronous}")
+            db.execute("PRAGMA foreign_keys=ON")
+            self._local.db = db
+        return db
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def _event(self, db: sqlite3.Connection, sid: str, kind: str, data: dict) -> None:
+        db.execute("INSERT INTO events (submission, at, kind, data) VALUES (?, ?, ?, ?)",
+                   (sid, time.time(), kind, json.dumps(data)))
+
+    # --- the API's side ---------------------------------------------------------------------
+    def add(self, client: str, exercise: str, mode: str, code: str, *, queue_max: int) -> str | None:
+        """Commit a new queued submission; None when ``queue_max`` are already waiting or running."""
+        sid = new_id()
+        with self.write() as db:
+            cur = db.execute(
+                "INSERT INTO submissions (id, client, exercise, mode, code, created_at) "
+                "SELECT ?, ?, ?, ?, ?, ? WHERE (SELECT count(*) FROM submissions "
+                "WHERE status IN ('queued', 'running')) < ?",
+                (sid, client, exercise, mode, code, time.time(), queue_max))
+            if cur.rowcount != 1:
+                return None
+            self._event(db, sid, "status", {"status": "queued"})
+        return sid
+
+    def get(self, sid: str, client: str | None) -> dict | None:
+        """One submission; ``client`` set: only if it is that client's (else None, like a miss)."""
+        if client is None:
+            row = self.db.execute(f"SELECT {_COLUMNS} FROM submissions WHERE id = ?", (sid,)).fetchone()
+        else:
+            row = self.db.execute(f"SELECT {_COLUMNS} FROM submissions WHERE id = ? AND client = ?",
+                                  (sid, client)).fetchone()
+        return dict(row) if row else None
+
+    def list(self, client: str, *, limit: int, before: int | None = None) -> list[dict]:
+        """The client's submissions, newest first; ``before`` is the ``seq`` to continue below."""
+        rows = self.db.execute(
+            "SELECT seq, id, exercise, mode, status, outcome, created_at, finished_at FROM submissions "
+            "WHERE client = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+            (client, before if before is not None else 2**62, limit)).fetchall()
+        return [dict(r) for r in rows]
+
+    def events(self, sid: str, after: int = 0, limit: int = 500) -> list[dict]:
+        rows = self.db.execute("SELECT id, at, kind, data FROM events WHERE submission = ? AND id > ? "
+                               "ORDER BY id LIMIT ?", (sid, after, limit)).fetchall()
+        return [dict(r) for r in rows]
+
+    def last_change(self) -> int:
+        return self.db.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0]
+
+    def ping(self) -> bool:
+        return self.db.execute("SELECT 1").fetchone()[0] == 1
+
+    # --- the workers' side ------------------------------------------------------------------
+    def has_queued(self) -> bool:
+        return self.db.execute("SELECT 1 FROM submissions WHERE status = 'queued' LIMIT 1").fetchone() is not None
+
+    def claim(self, worker: str) -> Job | None:
+        """Atomically take the oldest queued submission and mark it running."""
+        if not self.has_queued():  # a cheap read first: idle workers never take the write lock
+            return None
+        with self.write() as db:
+            row = db.execute(
+                "UPDATE submissions SET status = 'running', attempts = attempts + 1, worker = ?, "
+                "started_at = ? WHERE seq = (SELECT seq FROM submissions WHERE status = 'queued' "
+                "ORDER BY seq LIMIT 1) RETURNING id, exercise, mode, code, attempts",
+                (worker, time.time())).fetchone()
+            if row is None:
+                return None
+            self._event(db, row["id"], "status", {"status": "running", "attempt": row["attempts"]})
+        return Job(row["id"], row["exercise"], row["mode"], row["code"], row["attempts"])
+
+    def progress(self, sid: str, data: dict) -> None:
+        with self.write() as db:
+            self._event(db, sid, "test", data)
+
+    def finish(self, sid: str, verdict_json: str, outcome: str) -> None:
+        with self.write() as db:
+            db.execute("UPDATE submissions SET status = 'done', verdict = ?, outcome = ?, worker = NULL, "
+                       "finished_at = ? WHERE id = ?", (verdict_json, outcome, time.time(), sid))
+            self._event(db, sid, "status", {"status": "done", "verdict": outcome})
+
+    def fail(self, sid: str, message: str) -> None:
+        with self.write() as db:
+            self._fail(db, sid, message)
+
+    def _fail(self, db: sqlite3.Connection, sid: str, message: str) -> None:
+        db.execute("UPDATE submissions SET status = 'error', message = ?, worker = NULL, finished_at = ? "
+                   "WHERE id = ?", (message, time.time(), sid))
+        self._event(db, sid, "status", {"status": "error", "message": message})
+
+    def retry_or_fail(self, sid: str, message: str) -> str:
+        """Grading was interrupted: queue it again if it has an attempt left, else mark it error."""
+        with self.write() as db:
+            row = db.execute("SELECT attempts FROM submissions WHERE id = ? AND status = 'running'",
+                             (sid,)).fetchone()
+            if row is None:
+                return "gone"
+            if row["attempts"] < MAX_ATTEMPTS:
+                db.execute("UPDATE submissions SET status = 'queued', worker = NULL WHERE id = ?", (sid,))
+                self._event(db, sid, "status", {"status": "queued", "retry": True})
+                return "queued"
+            self._fail(db, sid, f"{message}; it was retried once and failed again")
+            return "error"
+
+    def recover(self, worker: str | None = None, *, message: str) -> dict[str, str]:
+        """Submissions left ``running`` (all of them at start-up, or one dead worker's)."""
+        if worker is None:
+            rows = self.db.execute("SELECT id FROM submissions WHERE status = 'running'").fetchall()
+        else:
+            rows = self.db.execute("SELECT id FROM submissions WHERE status = 'running' AND worker = ?",
+                                   (worker,)).fetchall()
+        return {r["id"]: self.retry_or_fail(r["id"], message) for r in rows}
+
+    def release(self, sid: str) -> None:
+        """Hand back a claimed submission without counting the attempt (a clean shutdown)."""
+        with self.write() as db:
+            cur = db.execute("UPDATE submissions SET status = 'queued', worker = NULL, "
+                             "attempts = max(attempts - 1, 0) WHERE id = ? AND status = 'running'", (sid,))
+            if cur.rowcount:
+                self._event(db, sid, "status", {"status": "queued"})
+
+    # --- metrics ----------------------------------------------------------------------------
+    def metrics(self) -> dict:
+        db = self.db
+        by_status = dict(db.execute("SELECT status, count(*) FROM submissions GROUP BY status").fetchall())
+        by_outcome = dict(db.execute("SELECT outcome, count(*) FROM submissions WHERE status = 'done' "
+                                     "GROUP BY outcome").fetchall())
+        cases = ", ".join(f"sum(finished_at - started_at <= {b})" for b in LATENCY_BUCKETS)
+        row = db.execute(f"SELECT count(*), coalesce(sum(finished_at - started_at), 0), {cases} "
+                         "FROM submissions WHERE status = 'done' AND started_at IS NOT NULL").fetchone()
+        count, total, *cum = tuple(row)
+        return {"by_status": by_status, "by_outcome": by_outcome,
+                "latency": {"count": count, "sum": total,
+                            "buckets": list(zip(LATENCY_BUCKETS, [c or 0 for c in cum]))}}

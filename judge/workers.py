@@ -1,0 +1,335 @@
+"""The grading workers: one process per core, each with its own warm zygote, fed from SQLite.
+
+Grading runs the tier tests in the judge's own process (only the submission runs in the sandbox),
+so workers are processes, not threads. Each worker is started with the "spawn" method (a fresh
+interpreter: nothing of the API process, and no API keys, is inherited), preloads every exercise's
+tests, reference, oracle and experiment and matplotlib, starts its ``Sandbox`` (fork+exec of a
+fresh zygote with a scrubbed environment), says it is ready, then claims submissions one at a time.
+Progress goes to the ``events`` table through ``grade(..., on_test=...)``.
+
+``WorkerPool`` lives in the API process: it starts the workers, restarts one that dies (its
+submission is retried once, then marked error), kills one whose grading overruns every limit,
+and stops them on shutdown.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import logging
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from judge.catalog import load_catalog, preview_dir
+from judge.config import Config
+from judge.store import Job, Store
+
+log = logging.getLogger("judge.workers")
+ARTIFACTS = "artifacts"
+OVERRUN_GRACE_S = 60.0  # a grading this far past its exercise's total limit means a stuck worker
+
+
+def artifacts_dir(cfg: Config, sid: str) -> Path:
+    return Path(cfg.data_dir) / ARTIFACTS / sid
+
+
+# --- the worker process ---------------------------------------------------------------------
+
+def _die_with_parent() -> None:
+    try:  # PR_SET_PDEATHSIG: a SIGKILLed API process takes its workers (and so their zygotes) along
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+    except OSError:
+        pass
+
+
+class Worker:
+    def __init__(self, cfg: Config, name: str, index: int, count: int):
+        self.cfg, self.name, self.index, self.count = cfg, name, index, count
+        self.store = Store(cfg.database_path, synchronous="NORMAL")
+        self.sandbox = None
+        self.exercises = {}
+        self.broken: dict[str, str] = {}
+        self.pending_previews: list = []
+
+    # start-up ------------------------------------------------------------------------------
+    def prepare(self) -> None:
+        box: dict = {}
+
+        def start() -> None:
+            try:
+                box["sandbox"] = self.new_sandbox()
+            except BaseException as e:  # noqa: BLE001 - re-raised below
+                box["error"] = e
+
+        starter = threading.Thread(target=start, daemon=True)
+        starter.start()  # the zygote imports torch while this process loads the exercises
+        self.preload()
+        starter.join()
+        if "error" in box:
+            raise box["error"]
+        self.sandbox = box["sandbox"]
+
+    def new_sandbox(self):
+        """A warm zygote (fork+exec of a fresh interpreter, scrubbed environment) with a spare
+        child forked ahead; refused when it lacks a layer the service requires."""
+        from judge.sandbox import Sandbox
+
+        box = Sandbox(spares=True)
+        if box.weaknesses and not self.cfg.allow_weak_sandbox:
+            box.close()
+            raise WeakSandbox("refusing to grade untrusted code without " + " and ".join(
+                box.weaknesses) + "; set JUDGE_ALLOW_WEAK_SANDBOX=1 (judge serve "
+                "--allow-weak-sandbox) to accept the risk")
+        return box
+
+    def preload(self) -> None:
+        from judge.grading import warm
+
+        self.exercises = load_catalog(self.cfg)
+        warm([])  # torch settings and matplotlib, with its font cache
+        for i, (slug, ex) in enumerate(sorted(self.exercises.items())):
+            try:
+                warm([ex])  # its tests, reference, oracle and experiment
+            except Exception as e:  # noqa: BLE001 - one broken exercise must not stop the service
+                log.exception("exercise %s cannot be graded", slug)
+                self.broken[slug] = f"exercise {slug} cannot be graded on this server: {e}"
+                continue
+            if i % self.count == self.index:
+                self.pending_previews.append(ex)
+
+    def build_preview(self, ex) -> None:
+        """The reference's T3 artifacts, built once (in-process: the reference is trusted)."""
+        from judge.grading import grade
+
+        final = preview_dir(self.cfg, ex)
+        if final.is_dir():
+            return
+        final.parent.mkdir(parents=True, exist_ok=True)
+        with open(final.parent / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if final.is_dir():
+                return
+            tmp = final.parent / f".tmp-{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            v = grade(ex, ex.solution_path.read_text(), sandbox=None, mode="run", tiers=["T3"],
+                      out_dir=tmp)
+            if v.verdict != "accepted":
+                log.warning("previews of %s: the reference's T3 did not pass (%s)", ex.slug, v.verdict)
+            os.rename(tmp, final)
+            for old in final.parent.iterdir():  # previews of older versions of the exercise
+                if old.is_dir() and old != final and not old.name.startswith(".tmp"):
+                    shutil.rmtree(old, ignore_errors=True)
+        log.info("built previews of %s", ex.slug)
+
+    # the loop ------------------------------------------------------------------------------
+    def serve(self, stop, wake, parent_pid: int) -> None:
+        while not stop.is_set() and os.getppid() == parent_pid:
+            job = self.store.claim(self.name)
+            if job is not None:
+                self.run(job)
+            elif self.pending_previews:
+                ex = self.pending_previews.pop(0)
+                try:
+                    self.build_preview(ex)
+                except Exception:  # noqa: BLE001 - previews are a nicety; grading goes on
+                    log.exception("could not build the previews of %s", ex.slug)
+            else:  # woken at once by a new submission; polling catches retried ones
+                wake.acquire(timeout=self.cfg.poll_interval)
+
+    def run(self, job: Job) -> None:
+        from judge.grading import grade
+
+        ex = self.exercises.get(job.exercise)
+        if ex is None or job.exercise in self.broken:
+            self.store.fail(job.id, self.broken.get(job.exercise, f"unknown exercise {job.exercise!r}"))
+            return
+        out_dir = artifacts_dir(self.cfg, job.id)
+        if out_dir.exists():  # left by an interrupted attempt
+            shutil.rmtree(out_dir)
+        t0 = time.perf_counter()
+
+        def on_test(tier: str, result) -> None:
+            self.store.progress(job.id, {"tier": tier, **result.model_dump()})
+
+        try:
+            verdict = grade(ex, job.code, sandbox=self.sandbox, mode=job.mode, out_dir=out_dir,
+                            on_test=on_test)
+        except Exception as e:  # noqa: BLE001 - grade() reports its own failures; this is a bug
+            log.exception("grading %s failed", job.id)
+            self.store.retry_or_fail(job.id, f"the judge failed while grading: {type(e).__name__}")
+            return
+        if not self.sandbox.alive:  # the zygote died under us: not the submission's doing
+            log.error("the sandbox zygote of %s stopped; restarting it", self.name)
+            self.sandbox.close()
+            self.sandbox = self.new_sandbox()
+            if verdict.verdict == "error":
+                self.store.retry_or_fail(job.id, "the sandbox stopped while grading")
+                return
+        for a in verdict.artifacts:  # the service's storage key: the URL it is served at
+            a.path = f"/submissions/{job.id}/artifacts/{a.name}"
+        self.store.finish(job.id, verdict.model_dump_json(), verdict.verdict)
+        log.info("graded %s (%s, %s): %s in %.0f ms", job.id, job.exercise, job.mode, verdict.verdict,
+                 (time.perf_counter() - t0) * 1000)
+
+    def close(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+
+
+class WeakSandbox(Exception):
+    """The machine cannot provide the isolation the service requires."""
+
+
+EXIT_REFUSED = 78  # a worker's exit status when it refuses to run (EX_CONFIG): not restarted
+
+
+def worker_main(cfg: Config, name: str, index: int, count: int, ready, stop, wake,
+                parent_pid: int) -> None:
+    """The entry point of a worker process."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the API; it stops us via ``stop``
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"%(levelname)s %(name)s[{name}]: %(message)s")
+    if os.getppid() != parent_pid:
+        return
+    worker = Worker(cfg, name, index, count)
+    code = 0
+    try:
+        worker.prepare()
+        ready.set()
+        log.info("worker %s ready (pid %d)", name, os.getpid())
+        worker.serve(stop, wake, parent_pid)
+    except WeakSandbox as e:
+        log.critical("%s", e)
+        code = EXIT_REFUSED
+    finally:
+        worker.close()
+    logging.shutdown()
+    os._exit(code)  # skip the interpreter's slow teardown of torch and matplotlib
+
+
+# --- the pool, in the API process -----------------------------------------------------------
+
+class WorkerPool:
+    def __init__(self, cfg: Config, store: Store, limits: dict[str, float] | None = None):
+        self.cfg, self.store = cfg, store
+        self.limits = limits or {}  # exercise → its total_seconds, for the overrun watchdog
+        self.ctx = mp.get_context("spawn")
+        self.stop_event = self.ctx.Event()
+        self.wake = self.ctx.Semaphore(0)  # one release per new submission
+        self.slots: list[dict] = []
+        self.fatal: str | None = None
+        self._stopping = False
+        self._monitor: threading.Thread | None = None
+
+    def start(self) -> None:
+        for i in range(self.cfg.workers):
+            self.slots.append({"index": i, "generation": 0, "proc": None, "ready": None, "started": 0.0})
+            self._spawn(self.slots[-1])
+        self._monitor = threading.Thread(target=self._watch, name="worker-pool", daemon=True)
+        self._monitor.start()
+
+    def _spawn(self, slot: dict) -> None:
+        slot["generation"] += 1
+        slot["name"] = f"w{slot['index']}.{slot['generation']}.{os.getpid()}"
+        slot["ready"] = self.ctx.Event()
+        proc = self.ctx.Process(target=worker_main, name=f"judge-worker-{slot['index']}", daemon=True,
+                                args=(self.cfg.without_secrets(), slot["name"], slot["index"],
+                                      self.cfg.workers, slot["ready"], self.stop_event, self.wake,
+                                      os.getpid()))
+        proc.start()
+        slot["proc"], slot["started"] = proc, time.monotonic()
+
+    def notify(self) -> None:
+        """A submission was queued: wake one idle worker now rather than at its next poll."""
+        try:
+            self.wake.release()
+        except (ValueError, OSError):
+            pass
+
+    @property
+    def ready_count(self) -> int:
+        return sum(1 for s in self.slots if s["proc"] is not None and s["ready"] is not None
+                   and s["proc"].is_alive() and s["ready"].is_set())
+
+    def _watch(self) -> None:
+        last_overrun_check = 0.0
+        while not self._stopping:
+            for slot in self.slots:
+                proc = slot["proc"]
+                if self._stopping or proc is None or proc.is_alive():
+                    continue
+                if proc.exitcode == EXIT_REFUSED:
+                    self.fatal = "the sandbox lacks required isolation layers (see the log)"
+                    log.critical("a worker refused to run: %s; stopping the service", self.fatal)
+                    self._stopping = True
+                    os.kill(os.getpid(), signal.SIGTERM)  # uvicorn shuts down cleanly
+                    return
+                log.error("worker %s exited (code %s); restarting it", slot["name"], proc.exitcode)
+                self._recover(slot["name"], "the grading worker stopped unexpectedly")
+                if time.monotonic() - slot["started"] < 5.0:  # crashing at start-up: don't spin
+                    time.sleep(2.0)
+                if not self._stopping:
+                    self._spawn(slot)
+            if time.monotonic() - last_overrun_check > 5.0:
+                last_overrun_check = time.monotonic()
+                self._kill_overruns()
+            time.sleep(0.2)
+
+    def _recover(self, worker: str, message: str) -> None:
+        try:
+            self.store.recover(worker, message=message)
+        except Exception:  # noqa: BLE001 - the next start-up recovers it
+            log.exception("could not recover the submissions of %s", worker)
+
+    def _kill_overruns(self) -> None:
+        try:
+            rows = self.store.db.execute("SELECT worker, exercise, started_at FROM submissions "
+                                         "WHERE status = 'running'").fetchall()
+        except Exception:  # noqa: BLE001
+            return
+        now = time.time()
+        for row in rows:
+            limit = self.limits.get(row["exercise"], 60.0) + OVERRUN_GRACE_S
+            if row["started_at"] and now - row["started_at"] > limit:
+                for slot in self.slots:
+                    if slot.get("name") == row["worker"] and slot["proc"] is not None and slot["proc"].is_alive():
+                        log.error("worker %s overran %s's limits; killing it", row["worker"], row["exercise"])
+                        slot["proc"].kill()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stopping = True
+        self.stop_event.set()
+        for _ in self.slots:
+            self.notify()
+        deadline = time.monotonic() + timeout
+        for slot in self.slots:
+            proc = slot["proc"]
+            if proc is None:
+                continue
+            proc.join(max(deadline - time.monotonic(), 0.1))
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(2.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(1.0)
+            try:  # a grading cut short by our own shutdown does not count as an attempt
+                rows = self.store.db.execute("SELECT id FROM submissions WHERE status = 'running' "
+                                             "AND worker = ?", (slot["name"],)).fetchall()
+                for row in rows:
+                    self.store.release(row["id"])
+            except Exception:  # noqa: BLE001 - the next start-up recovers it
+                log.exception("could not release the submissions of %s", slot["name"])
+        if self._monitor is not None and self._monitor is not threading.current_thread():
+            self._monitor.join(2.0)  # last: workers it started die with it (PR_SET_PDEATHSIG)
+        for slot in self.slots:  # free the semaphores now, not at interpreter exit
+            slot["ready"] = slot["proc"] = None
+        self.stop_event = self.wake = None

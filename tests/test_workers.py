@@ -1,0 +1,103 @@
+"""The grading workers: a job graded through ``grade()`` into the store (progress events, the
+verdict, artifacts under the data dir), previews, and the pool restarting a worker that dies."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from judge.catalog import preview_dir
+from judge.config import Config
+from judge.exercise import REPO_ROOT
+from judge.models import Verdict
+from judge.store import Store
+from judge.workers import Worker, WorkerPool, artifacts_dir
+
+REF = (REPO_ROOT / "reference/glm5_mis/solution.py").read_text()
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    return Config(database_url=f"sqlite:///{tmp_path / 'judge.db'}", workers=1, data_dir=tmp_path / "data",
+                  exercises=("glm5_mis",))
+
+
+@pytest.fixture
+def worker(cfg, sandbox):
+    w = Worker(cfg, "wtest", 0, 1)
+    w.preload()
+    w.sandbox = sandbox  # the session's warm sandbox (tests/conftest.py) instead of a new one
+    yield w
+    w.sandbox = None
+
+
+def test_worker_grades_into_the_store(cfg, worker):
+    store = worker.store
+    ok = store.add("a", "glm5_mis", "run", REF, queue_max=10)
+    bad = store.add("a", "glm5_mis", "submit", "def f(:\n", queue_max=10)
+    gone = store.add("a", "no_such_exercise", "submit", "x = 1", queue_max=10)
+    for _ in range(3):
+        worker.run(store.claim("wtest"))
+
+    row = store.get(ok, None)
+    assert row["status"] == "done" and row["outcome"] == "accepted"
+    v = Verdict.model_validate_json(row["verdict"])
+    assert v.mode == "run" and v.seed == 0
+    names = {a.name for a in v.artifacts}
+    assert "metrics.json" in names
+    for a in v.artifacts:
+        assert a.path == f"/submissions/{ok}/artifacts/{a.name}"
+        assert (artifacts_dir(cfg, ok) / a.name).stat().st_size == a.size
+    tests = [json.loads(e["data"]) for e in store.events(ok) if e["kind"] == "test"]
+    assert len(tests) == sum(len(t.tests) for t in v.tiers) and tests[0]["tier"] == "T0"
+
+    assert Verdict.model_validate_json(store.get(bad, None)["verdict"]).error.kind == "syntax_error"
+    assert store.get(gone, None)["status"] == "error" and "no_such_exercise" in store.get(gone, None)["message"]
+
+
+def test_interrupted_attempt_starts_from_a_clean_folder(cfg, worker):
+    sid = worker.store.add("a", "glm5_mis", "submit", "def f(:\n", queue_max=10)
+    stale = artifacts_dir(cfg, sid)
+    stale.mkdir(parents=True)
+    (stale / "left_over.png").write_bytes(b"old")
+    worker.run(worker.store.claim("wtest"))
+    assert not (stale / "left_over.png").exists()
+    assert Verdict.model_validate_json(worker.store.get(sid, None)["verdict"]).artifacts == []
+
+
+def test_previews_are_built_once(cfg, worker):
+    ex = worker.exercises["glm5_mis"]
+    worker.build_preview(ex)
+    folder = preview_dir(cfg, ex)
+    files = sorted(p.name for p in folder.iterdir())
+    assert "metrics.json" in files and any(f.endswith(".png") for f in files)
+    mtime = (folder / "metrics.json").stat().st_mtime
+    worker.build_preview(ex)  # cached
+    assert (folder / "metrics.json").stat().st_mtime == mtime
+
+
+def test_pool_restarts_a_dead_worker_and_retries_its_job(cfg):
+    store = Store(cfg.database_path)
+    pool = WorkerPool(cfg, store, {"glm5_mis": 60})
+    pool.start()
+    try:
+        deadline = time.monotonic() + 120
+        while pool.ready_count < 1:
+            assert time.monotonic() < deadline, "the worker did not start"
+            time.sleep(0.05)
+        sid = store.add("a", "glm5_mis", "submit", REF, queue_max=10)
+        while store.get(sid, None)["status"] != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        os.kill(pool.slots[0]["proc"].pid, signal.SIGKILL)  # mid-grading
+        while (row := store.get(sid, None))["status"] not in ("done", "error"):
+            assert time.monotonic() < deadline + 60, row
+            time.sleep(0.05)
+        assert row["status"] == "done" and row["outcome"] == "accepted" and row["attempts"] == 2
+        assert pool.slots[0]["generation"] == 2
+    finally:
+        pool.stop()
