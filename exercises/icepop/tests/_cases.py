@@ -1,0 +1,68 @@
+"""Random cases for the icepop tier tests (loaded with ``sibling(__file__, "_cases")``).
+
+Every case is small, ordered from small to large, mixes float32/float64, bool/float masks,
+padding filled with NaN/inf/1e30, empty rows and random band bounds. Ratios are kept away from
+the band edges and the PPO clip edges, so the float64 oracle and a float32 implementation
+cannot disagree about which side of a bound a token falls.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+F32, F64 = torch.float32, torch.float64
+PADS = (float("nan"), float("inf"), 1e30, float("-inf"))
+SIZES = ((1, 1), (1, 3), (2, 2), (3, 1), (3, 5), (4, 4), (5, 3), (6, 7), (8, 8))
+
+
+def _u(g, shape, lo, hi):
+    return lo + (hi - lo) * torch.rand(shape, generator=g, dtype=F64)
+
+
+def _push_away(x: torch.Tensor, edges: list[float], gap: float = 2e-3) -> torch.Tensor:
+    """Move values closer than ``gap`` to any edge (in log space) to edge + gap."""
+    for e in edges:
+        near = (x - e).abs() < gap
+        x = torch.where(near, torch.full_like(x, e + gap), x)
+    return x
+
+
+def make_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, pad: float, *,
+              bool_mask: bool, empty_row: bool, bounds: tuple[float, float],
+              eps: tuple[float, float] = (0.2, 0.2)) -> dict:
+    """One case: tensors (padding filled with ``pad``) and the keyword arguments."""
+    low, high = bounds
+    old = _u(g, (B, L), -4.0, -0.05)
+    log_rho = _u(g, (B, L), -1.8, 1.8)                        # rho in [0.17, 6.0]
+    edges = [math.log(b) for b in (low, high) if b > 0]
+    log_rho = _push_away(log_rho, edges)
+    rollout = old - log_rho
+    log_r = _u(g, (B, L), -0.45, 0.45)                        # r in [0.64, 1.57]
+    log_r = _push_away(log_r, [math.log1p(-eps[0]), math.log1p(eps[1]), math.log(1.28), 0.0])
+    logp = old + log_r
+    adv = torch.randn(B, generator=g, dtype=F64)
+    m = torch.rand((B, L), generator=g, dtype=F64) < 0.75
+    m[:, 0] = True
+    if empty_row and B >= 2:
+        m[1] = False
+    pad_t = torch.tensor(pad, dtype=F64)
+    logp, old, rollout = (torch.where(m, x, pad_t) for x in (logp, old, rollout))
+    mask = m if bool_mask else m.to(dtype)
+    return {"logp": logp.to(dtype), "old_logp": old.to(dtype), "rollout_logp": rollout.to(dtype),
+            "advantages": adv.to(dtype), "mask": mask}
+
+
+def cases(g: torch.Generator, random_bounds: bool = True):
+    """Yield (case, bounds) pairs from small to large."""
+    for i, (B, L) in enumerate(SIZES):
+        dtype = F64 if i % 2 == 0 else F32
+        if random_bounds and i % 3 == 2:
+            low = 0.3 + 0.5 * float(torch.rand((), generator=g, dtype=F64))
+            high = 1.2 + 2.0 * float(torch.rand((), generator=g, dtype=F64))
+        else:
+            low, high = 0.5, 2.0
+        case = make_case(g, B, L, dtype, PADS[i % len(PADS)], bool_mask=(i % 2 == 1),
+                         empty_row=(i >= 4 and i % 2 == 0), bounds=(low, high))
+        yield case, (low, high)

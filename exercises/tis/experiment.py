@@ -1,0 +1,202 @@
+"""T3 toy for tis: the exact bias and variance of behaviour-corrected gradients (no sampling).
+
+One prefix, 6 actions. The trainer's frozen policy is p0 = softmax(z0); the rollout engine
+samples from a slightly different q = softmax(z0 + delta). A token a ~ q with advantage
+A_a = R_a - E_q[R] gives the per-sample gradient estimate (of the ascent direction)
+
+    g_a = w(rho_a) * f_a,    f_a = A_a * (e_a - p0) = A_a * d log p0(a) / d z,    rho_a = p0(a) / q(a),
+
+and the target is the on-policy expectation E_{p0}[f]. Everything is summed exactly over the six
+actions, so the numbers below are exact (up to float64 rounding):
+
+    bias     = E_q[w f] - E_{p0}[f] = E_q[(w - rho) f]        (reported as its Euclidean norm)
+    variance = trace Cov_q(w f) = E_q ||w f||^2 - ||E_q[w f]||^2
+
+for four weightings: none (w = 1), TIS clamp(rho, 0, 2), IcePop rho 1[.5 <= rho <= 2], and full
+IS (w = rho). "none", "tis" and "is" go through YOUR tis_weights and tis_ppo_loss (bounds [1, 1],
+[0, 2] and [0, 1e6]); the per-action gradients are taken from tis_ppo_loss at r = 1 by autograd.
+IcePop is computed by this script for comparison. The toy's smallest rho is .747, so no weight
+here touches a lower bound: endpoints and padding are checked by T1/T2, not here.
+
+    python exercises/tis/experiment.py --impl my_solution.py --out figs/
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import torch
+
+F64 = torch.float64
+Z0 = [1.0, 0.5, 0.0, -0.5, -1.0, -2.0]
+DELTA = [0.0, 0.3, -0.2, 0.0, -1.0, -1.5]
+REWARD = [1.0, 0.0, 0.0, 1.0, 0.0, 1.0]
+CONTRAST_RHO = [0.3, 0.5, 1.0, 2.0, 4.0]
+ESTIMATORS = ("none", "tis", "icepop", "is")
+# The bounds with which YOUR tis functions produce each estimator (IcePop is computed here).
+IMPL_BOUNDS = {"none": (1.0, 1.0), "tis": (0.0, 2.0), "is": (0.0, 1e6)}
+
+
+def _toy():
+    z0 = torch.tensor(Z0, dtype=F64)
+    p0 = torch.softmax(z0, 0)
+    q = torch.softmax(z0 + torch.tensor(DELTA, dtype=F64), 0)
+    reward = torch.tensor(REWARD, dtype=F64)
+    adv = reward - (q * reward).sum()                                   # A_a = R_a - E_q R
+    f = adv[:, None] * (torch.eye(6, dtype=F64) - p0[None, :])          # f_a = A_a (e_a - p0)
+    return z0, p0, q, adv, f
+
+
+def _icepop(rho: torch.Tensor, low: float = 0.5, high: float = 2.0) -> torch.Tensor:
+    return torch.where((rho >= low) & (rho <= high), rho, torch.zeros_like(rho))
+
+
+def _strict(rho: torch.Tensor, low: float = 0.5, high: float = 2.0) -> torch.Tensor:
+    return torch.where((rho > low) & (rho < high), rho, torch.zeros_like(rho))
+
+
+def _impl_weights(impl, old, rollout, low, high) -> torch.Tensor:
+    mask = torch.ones(1, 6, dtype=torch.bool)
+    return impl.tis_weights(old[None], rollout[None], mask, clip_low=low, clip_high=high)[0].to(F64)
+
+
+def _impl_grads(impl, z0, old, rollout, adv, low, high) -> torch.Tensor:
+    """Per-action ascent gradient g_a = -d loss_a / d z from tis_ppo_loss at r = 1, shape [6, 6].
+
+    Response a is the single token a with its own copy Z[a] of the logits, so the token-mean
+    loss over the 6 responses is (1/6) sum_a loss_a and d loss / d Z[a] = (1/6) d loss_a / d z.
+    """
+    Z = z0[None, :].repeat(6, 1).requires_grad_(True)                 # [6 responses, 6 logits]
+    logp = torch.log_softmax(Z, dim=1).diagonal()[:, None]             # [6, 1]: log p(a) in row a
+    loss = impl.tis_ppo_loss(logp, old[:, None], rollout[:, None], adv,
+                             torch.ones(6, 1, dtype=torch.bool), tis_low=low, tis_high=high)
+    (grad,) = torch.autograd.grad(loss, Z)
+    return -6.0 * grad.detach().to(F64)
+
+
+def _stats(q, p0, f, g):
+    target = (p0[:, None] * f).sum(0)                                  # E_p0[f]
+    mean = (q[:, None] * g).sum(0)                                     # E_q[g]
+    bias = float((mean - target).norm())
+    var = float((q * (g ** 2).sum(1)).sum() - (mean ** 2).sum())
+    return bias, var
+
+
+def run(impl, out_dir=None, seed=0) -> dict:
+    """Bias/variance table through ``impl``; writes plots and metrics.json when out_dir is given."""
+    del seed  # exact enumeration: nothing is random
+    z0, p0, q, adv, f = _toy()
+    old, rollout = torch.log(p0), torch.log(q)
+    rho = p0 / q
+
+    weights, grads, grad_mismatch = {}, {}, 0.0
+    for name, (low, high) in IMPL_BOUNDS.items():
+        w = _impl_weights(impl, old, rollout, low, high)
+        g = _impl_grads(impl, z0, old, rollout, adv, low, high)
+        grad_mismatch = max(grad_mismatch, float((g - w[:, None] * f).abs().max()))
+        weights[name], grads[name] = w, g
+    weights["icepop"] = _icepop(rho)
+    grads["icepop"] = weights["icepop"][:, None] * f
+
+    bias, variance = {}, {}
+    for name in ESTIMATORS:
+        bias[name], variance[name] = _stats(q, p0, f, grads[name])
+
+    # The contrast table: rho -> weight under TIS (yours), IcePop and GLM-5's strict interval.
+    c_old = torch.log(torch.tensor(CONTRAST_RHO, dtype=F64))
+    c_mask = torch.ones(1, 5, dtype=torch.bool)
+    c_tis = impl.tis_weights(c_old[None], torch.zeros(1, 5, dtype=F64), c_mask)[0].to(F64)
+    c_rho = torch.exp(c_old)
+
+    # Denominator: 2 responses (actions 0-3 with A = 1, actions 4-5 with A = 0.5; NaN padding).
+    # At r = 1 each token's PPO loss is -A, so the loss is -sum_t w_t A_t / N with N = 6.
+    d_old = torch.full((2, 4), float("nan"), dtype=F64)
+    d_roll = torch.full((2, 4), float("nan"), dtype=F64)
+    d_mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.bool)
+    d_adv = torch.tensor([1.0, 0.5], dtype=F64)
+    d_old[d_mask], d_roll[d_mask] = old, rollout
+    loss = float(impl.tis_ppo_loss(d_old.clone(), d_old, d_roll, d_adv, d_mask).detach())
+    w_tis = rho.clamp(0.0, 2.0)
+    a_tok = torch.tensor([1.0, 1, 1, 1, 0.5, 0.5], dtype=F64)          # A per token
+    n_valid, sum_w = 6, float(w_tis.sum())
+    expected = float(-(w_tis * a_tok).sum() / n_valid)
+
+    metrics = {
+        "rho": rho.tolist(),
+        "weights": {k: weights[k].tolist() for k in ESTIMATORS},
+        "bias_norm": bias,
+        "variance": variance,
+        "grad_vs_weight_times_f": grad_mismatch,
+        "contrast": {"rho": CONTRAST_RHO, "tis": c_tis.tolist(),
+                     "icepop": _icepop(c_rho).tolist(), "glm5_strict": _strict(c_rho).tolist()},
+        "denominator": {"n_valid": n_valid, "sum_w": sum_w, "loss": loss,
+                        "loss_expected": expected,
+                        "loss_if_divided_by_sum_w": float(-(w_tis * a_tok).sum() / sum_w)},
+    }
+    if out_dir is not None:
+        _write(impl, metrics, Path(out_dir))
+    return metrics
+
+
+def _write(impl, metrics: dict, out: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    names = list(ESTIMATORS)
+    for ax, key, title in ((axes[0], "bias_norm", "||bias|| = ||E_q[w f] - E_p0[f]||"),
+                           (axes[1], "variance", "trace Cov_q(w f)")):
+        vals = [metrics[key][n] for n in names]
+        ax.bar(names, vals, color=["0.6", "tab:blue", "tab:orange", "tab:green"])
+        for i, v in enumerate(vals):
+            ax.text(i, v, f"{v:.4f}", ha="center", va="bottom", fontsize=7)
+        ax.set_title(title, fontsize=9)
+    fig.suptitle("6-action toy, exact expectations (tis/none/is through your code)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "bias_variance.png", dpi=72)
+    plt.close(fig)
+
+    # rho sweep: your TIS weights against IcePop and GLM-5 strict.
+    rho = torch.logspace(math.log10(0.1), math.log10(6.0), 120, dtype=F64)
+    w = impl.tis_weights(torch.log(rho)[None], torch.zeros(1, 120, dtype=F64),
+                         torch.ones(1, 120, dtype=torch.bool))[0].to(F64)
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.plot(rho, w, label="your TIS clamp(rho, 0, 2)", lw=2)
+    ax.plot(rho, _icepop(rho), "--", label="IcePop rho 1[.5 <= rho <= 2]")
+    ax.plot(rho, _strict(rho), "-.", lw=1, label="GLM-5 strict (.5, 2)")
+    ax.plot(rho, rho, ":", color="0.5", label="full IS")
+    ax.scatter(metrics["rho"], metrics["weights"]["tis"], s=14, color="k", zorder=3,
+               label="toy actions")
+    ax.set_xscale("log")
+    ax.set_xlabel("rho = p0 / q")
+    ax.set_ylabel("weight")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "weights.png", dpi=72)
+    plt.close(fig)
+
+
+def _load(path: str):
+    spec = importlib.util.spec_from_file_location("tis_impl", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--impl", required=True, help="your solution file (defines tis_weights, tis_ppo_loss)")
+    ap.add_argument("--out", default=None, help="folder for the plots and metrics.json")
+    a = ap.parse_args()
+    m = run(_load(a.impl), a.out)
+    print(f"{'':8s}{'||bias||':>10s}{'variance':>10s}")
+    for n in ESTIMATORS:
+        print(f"{n:8s}{m['bias_norm'][n]:10.5f}{m['variance'][n]:10.4f}")

@@ -1,0 +1,78 @@
+"""T3: the exact bias/variance toy through the submission, against the reference's own run."""
+
+import math
+
+from judge.testing import Feedback, memo
+
+# EXERCISES.md's table (exact enumeration, 6 actions): ||bias|| and trace Cov_q(w f).
+TABLE_BIAS = {"none": 0.04832, "tis": 0.00972, "icepop": 0.03161, "is": 0.0}
+TABLE_VAR = {"none": 0.0979, "tis": 0.1204, "icepop": 0.0913, "is": 0.1644}
+
+
+def _flatten(x, prefix=""):
+    if isinstance(x, dict):
+        out = {}
+        for k, v in x.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    if isinstance(x, (list, tuple)):
+        out = {}
+        for i, v in enumerate(x):
+            out.update(_flatten(v, f"{prefix}{i}."))
+        return out
+    return {prefix.rstrip("."): x}
+
+
+def _reference(ref, experiment):
+    return memo(("tis", "t3"), lambda: experiment.run(ref, None))
+
+
+def test_metrics_match_reference(sub, ref, experiment, ctx):
+    got = experiment.run(sub, ctx.out_dir)
+    want = _reference(ref, experiment)
+    g, w = _flatten(got), _flatten(want)
+    if set(g) != set(w):
+        raise Feedback(f"the experiment returned metrics {sorted(set(g) ^ set(w))} that the "
+                       f"reference run does not have (or the reverse)")
+    for key in w:
+        a, b = g[key], w[key]
+        if not isinstance(a, (int, float)) or isinstance(a, bool) or not math.isfinite(a):
+            raise Feedback(f"metric {key}: expected a finite number close to {b:.6g}, got {a!r}")
+        if not math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9):
+            hint = {
+                "weights": "the TIS weights of the toy's actions differ",
+                "bias_norm": "the bias of the corrected gradient differs",
+                "variance": "the variance of the corrected gradient differs",
+                "grad_vs_weight_times_f": "the gradient of tis_ppo_loss is not w times the plain "
+                                          "PPO gradient",
+                "contrast": "the contrast-table weights differ",
+                "denominator": "the loss's denominator differs (divide by the original number "
+                               "of valid tokens)",
+            }.get(key.split(".")[0], "")
+            raise Feedback(f"metric {key}: expected {b:.8g} (the reference's run), got {a:.8g}. "
+                           f"{hint}")
+    if ctx.out_dir is not None and not (ctx.out_dir / "metrics.json").is_file():
+        raise Feedback("the experiment did not write metrics.json into out_dir")
+
+
+def test_bias_variance_claims(sub, experiment):
+    m = experiment.run(sub, None)
+    bias, var = m["bias_norm"], m["variance"]
+    if not bias["is"] < 1e-9:
+        raise Feedback(f"full importance sampling (weights [0, 1e6]) must be unbiased: "
+                       f"||bias|| = {bias['is']:.3g}")
+    if not (bias["is"] < bias["tis"] < bias["none"]):
+        raise Feedback(f"expected bias_IS = 0 < bias_TIS < bias_none, got IS {bias['is']:.5f}, "
+                       f"TIS {bias['tis']:.5f}, none {bias['none']:.5f}")
+    if not var["tis"] < var["is"]:
+        raise Feedback(f"truncation must lower the variance below full IS: TIS {var['tis']:.4f}, "
+                       f"IS {var['is']:.4f}")
+    for name in ("none", "tis", "is"):
+        if abs(bias[name] - TABLE_BIAS[name]) > 6e-5 or abs(var[name] - TABLE_VAR[name]) > 6e-4:
+            raise Feedback(f"{name}: ||bias|| {bias[name]:.5f} and variance {var[name]:.4f}, "
+                           f"expected {TABLE_BIAS[name]} and {TABLE_VAR[name]} (the spec's table)")
+    d = m["denominator"]
+    if not math.isclose(d["loss"], d["loss_expected"], rel_tol=1e-9, abs_tol=1e-12):
+        raise Feedback(f"the toy batch's loss is {d['loss']:.6g}; dividing sum w*l by the "
+                       f"{d['n_valid']} valid tokens gives {d['loss_expected']:.6g} (dividing by "
+                       f"sum w = {d['sum_w']:.4f} would give {d['loss_if_divided_by_sum_w']:.6g})")
