@@ -70,4 +70,8 @@ def loss_cases(g: torch.Generator, limit: int | None = None):
             old = torch.where(mask, old, torch.full_like(old, PAD_FILLS[(j + 1) % len(PAD_FILLS)]))
             m = mask if j % 2 == 0 else mask.to(dtype)
             kwargs = {"clip_low": clip_low, "clip_high": clip_high, "per_token_loss": j % 3 == 1}
+            if (clip_low, clip_high) == (0.2, 0.2):     # also exercise the defaults
+                del kwargs["clip_low"], kwargs["clip_high"]
+                if not kwargs["per_token_loss"]:
+                    del kwargs["per_token_loss"]
             yield logp.to(dtype), old.to(dtype), adv.to(dtype), m, kwargs

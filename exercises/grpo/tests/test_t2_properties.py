@@ -157,6 +157,16 @@ def test_hand_checked_tokens(sub):
                 _close(grad, exp_grad, what=f"d loss / d logp of {what}", inputs=inp, atol=1e-9)
 
 
+def test_default_clip_widths(sub):
+    # defaults clip_low = clip_high = 0.2: range [0.8, 1.2]
+    for ratio, A, exp_loss, exp_grad in ((1.3, 1.0, -1.2, 0.0), (1.1, 1.0, -1.1, -1.1),
+                                          (0.7, -1.0, 0.8, 0.0), (0.9, -1.0, 0.9, 0.9)):
+        loss, grad, inp = _single_token(sub, ratio, A)
+        what = f"one token, ratio {ratio}, A = {A:+g}, default clip_low and clip_high (0.2)"
+        _close(loss, exp_loss, what=f"loss of {what}", inputs=inp, atol=1e-9)
+        _close(grad, exp_grad, what=f"d loss / d logp of {what}", inputs=inp, atol=1e-9)
+
+
 @visible
 def test_asymmetric_clip(sub):
     # clip_low=0.1, clip_high=0.5 -> range [0.9, 1.5]; one token per response, token-mean
