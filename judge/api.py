@@ -173,6 +173,8 @@ def create_app(cfg: Config) -> FastAPI:
         if size > cfg.max_source_bytes:
             raise ApiError(413, "code_too_large", f"code is {size} bytes; a submission is at most "
                            f"{cfg.max_source_bytes} bytes of UTF-8")
+        if "\x00" in body.code:
+            raise ApiError(422, "invalid_code", "code contains a NUL character; Python source cannot")
         retry = limiter.take(who)
         if retry:
             raise ApiError(429, "rate_limited", f"at most {cfg.rate_limit:g} submissions a minute",

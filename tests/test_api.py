@@ -269,6 +269,7 @@ BAD_BODIES = [
     ({"code": "x"}, 422, "invalid_request"),
     ({"exercise": "glm5_mis", "code": 12}, 422, "invalid_request"),
     ({"exercise": "glm5_mis", "code": "x", "extra": 1}, 422, "invalid_request"),
+    ({"exercise": "glm5_mis", "code": "x = 1\x00"}, 422, "invalid_code"),
     ({"exercise": "glm5_mis", "code": "x" * 65537}, 413, "code_too_large"),
     ({"exercise": "glm5_mis", "code": "é" * 32769}, 413, "code_too_large"),  # 65538 bytes of UTF-8
     ([1, 2], 422, "invalid_request"),

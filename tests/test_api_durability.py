@@ -14,6 +14,7 @@ from judge.exercise import REPO_ROOT
 REF = (REPO_ROOT / "reference/glm5_mis/solution.py").read_text()
 WRONG = (REPO_ROOT / "reference/glm5_mis/wrong/inclusive_endpoints.py").read_text()
 WRONG_TIER = re.search(r"expect:\s*(T[0-3])", WRONG).group(1)
+SLOW_REF = REF + "\nimport time as _t\n_t.sleep(2)\n"  # still running when the service is killed
 
 
 def descendants(pid: int) -> set[int]:
@@ -45,7 +46,7 @@ def alive(pid: int) -> bool:
 def test_hard_kill_then_restart_grades_everything(tmp_path, service_factory):
     Service = service_factory
     svc = Service(tmp_path, workers=1).start()
-    jobs = [(REF, "accepted"), (WRONG, WRONG_TIER), ("def f(:\n", "syntax_error"), (REF, "accepted"),
+    jobs = [(SLOW_REF, "accepted"), (WRONG, WRONG_TIER), ("def f(:\n", "syntax_error"), (REF, "accepted"),
             ("x = 1\n", "missing_function")]
     try:
         with svc.client() as c:

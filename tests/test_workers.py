@@ -89,7 +89,9 @@ def test_pool_restarts_a_dead_worker_and_retries_its_job(cfg):
         while pool.ready_count < 1:
             assert time.monotonic() < deadline, "the worker did not start"
             time.sleep(0.05)
-        sid = store.add("a", "glm5_mis", "submit", REF, queue_max=10)
+        slow = REF + "\nimport time as _t\n_t.sleep(2)\n"  # still running when its worker is killed
+        sid = store.add("a", "glm5_mis", "submit", slow, queue_max=10)
+        pool.notify()
         while store.get(sid, None)["status"] != "running":
             assert time.monotonic() < deadline
             time.sleep(0.005)
