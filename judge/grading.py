@@ -139,6 +139,8 @@ def _load_in_process(exercise: Exercise, source: str) -> types.ModuleType:
         code = compile(source, "submission.py", "exec", dont_inherit=True)
     except SyntaxError as e:
         raise SubmissionFailure("syntax_error", f"line {e.lineno}: {e.msg}") from None
+    except ValueError as e:  # e.g. NUL bytes in the source
+        raise SubmissionFailure("syntax_error", str(e)) from None
     try:
         exec(code, mod.__dict__)
     except Exception as e:  # noqa: BLE001

@@ -56,6 +56,9 @@ class Session:
             self.reply({"ok": False, "kind": "syntax_error",
                         "message": f"line {e.lineno}: {e.msg}", "line": e.lineno})
             return
+        except ValueError as e:  # e.g. NUL bytes in the source
+            self.reply({"ok": False, "kind": "syntax_error", "message": str(e)})
+            return
         sys.modules["submission"] = mod
         try:
             exec(code, mod.__dict__)

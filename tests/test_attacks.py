@@ -134,6 +134,10 @@ class TestAttacks:
         assert v.verdict == "rejected" and v.error.kind == "syntax_error" and "line 1" in v.error.message
         assert v.exit_code == 3
 
+    def test_nul_bytes_are_a_syntax_error(self, sandbox):
+        v = grade(FAST, "def masked_is_weights():\n    return 1\x00\n", sandbox=sandbox)
+        assert v.error.kind == "syntax_error" and "null" in v.error.message
+
     def test_missing_function_is_named(self, sandbox):
         v = grade(FAST, "def masked_is_weights(*a, **k):\n    raise NotImplementedError\n", sandbox=sandbox)
         assert v.error.kind == "missing_function" and "offpolicy_loss" in v.error.message
