@@ -12,6 +12,12 @@ from judge.testing import assert_close, leaf, sibling, visible
 cases = sibling(__file__, "_cases")
 
 
+def _f32_tol(dtype):
+    """float32 correction values are sums of terms of size |q log p|, |alpha' p log p| that cancel,
+    and rho amplifies the rounding of P_H: allow 1e-5 absolute (the observed worst is ~2e-6)."""
+    return dict(rtol=2e-5, atol=1e-5) if dtype == torch.float32 else {}
+
+
 def _check_correction(sub, oracle, ctx, salt, sizes):
     g = ctx.generator(salt)
     for i, (lead, V, k, dtype) in enumerate(sizes):
@@ -22,13 +28,14 @@ def _check_correction(sub, oracle, ctx, salt, sizes):
         x = leaf(th)
         out = sub.sc_correction(x, sh, **kw)
         inputs = dict(train_head_logp=th, sampler_head_logp=sh, mode=mode, low=low, high=high)
-        assert_close(out, oracle.sc_correction(th, sh, **kw), what=f"sc_correction (mode={mode!r})", inputs=inputs)
+        assert_close(out, oracle.sc_correction(th, sh, **kw), what=f"sc_correction (mode={mode!r})", inputs=inputs,
+                     **_f32_tol(dtype))
         r = torch.randn(lead, generator=g, dtype=torch.float64).to(dtype)
         (out * r).sum().backward()
         expected = oracle.sc_coefficients(th, sh, **kw) * r.to(torch.float64).unsqueeze(-1)
         assert_close(x.grad, expected,
                      what=f"d(sum r*c)/d train_head_logp (= r * sg(q w - alpha' p); mode={mode!r})",
-                     inputs={**inputs, "r (upstream gradient)": r})
+                     inputs={**inputs, "r (upstream gradient)": r}, **_f32_tol(dtype))
 
 
 def _check_loss(sub, oracle, ctx, salt, sizes):

@@ -1,0 +1,95 @@
+"""The sampled token's IS weight w_a is computed from the differentiable current log-prob (not detached).
+
+d loss / d logp picks up -A logp dw_a/dlogp; with tis inside the band that doubles as A w_a (1 + logp).
+
+expect: T1
+"""
+
+import math
+
+import torch
+
+MODES = ("none", "tis", "mis")
+
+
+def _check_mode(mode, low, high):
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
+    if mode != "none":
+        if not (math.isfinite(low) and math.isfinite(high) and 0.0 <= low <= high and high > 0.0):
+            raise ValueError(f"IS bounds need finite 0 <= low <= high and high > 0, got low={low}, high={high}")
+
+
+def _f(x, mode, low, high):
+    """The token-wise IS rule f applied to ratios x (already detached)."""
+    if mode == "none":
+        return torch.ones_like(x)
+    if mode == "tis":
+        return x.clamp(low, high)
+    # mis (IcePop / slime "mis"): keep the ratio on the closed band, zero it elsewhere.
+    keep = (x >= low) & (x <= high)
+    return torch.where(keep, x, torch.zeros_like(x))
+
+
+def _correction(train_head_logp, sampler_head_logp, mode, low, high, eps):
+    with torch.no_grad():
+        log_p = train_head_logp.detach()                       # [..., k]
+        log_q = sampler_head_logp.detach()                     # [..., k]
+        p, q = log_p.exp(), log_q.exp()
+        p_mass, q_mass = p.sum(-1), q.sum(-1)                  # P_H, Q_H: [...]
+        rho = (1 - q_mass).clamp_min(eps) / (1 - p_mass).clamp_min(eps)
+        alpha = rho * _f(rho.reciprocal(), mode, low, high)    # alpha' = rho f(1/rho)
+        w = _f((log_p - log_q).exp(), mode, low, high)         # f(p_v / q_v): [..., k]
+        residual = q * w - alpha.unsqueeze(-1) * p             # [..., k], detached
+    return (residual * train_head_logp).sum(-1)                # [...], grad only via log p_v
+
+
+def sc_correction(train_head_logp, sampler_head_logp, mode="none", low=0.0, high=2.0, eps=1e-6):
+    """Head-only score-centering correction c per position.
+
+    train_head_logp:   [..., k] trainer log-probs of the sampler's head tokens (full-vocab normalised)
+    sampler_head_logp: [..., k] sampler log-probs of the same tokens (frozen)
+    returns:           [...]    c = sum_H sg(q w - alpha' p) log p
+    """
+    _check_mode(mode, low, high)
+    if train_head_logp.dim() < 1 or train_head_logp.shape != sampler_head_logp.shape:
+        raise ValueError(f"head log-probs must share a shape [..., k], got {tuple(train_head_logp.shape)} "
+                         f"and {tuple(sampler_head_logp.shape)}")
+    return _correction(train_head_logp, sampler_head_logp, mode, low, high, eps)
+
+
+def sc_policy_loss(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask,
+                   mode="none", low=0.0, high=2.0, eps=1e-6):
+    """REINFORCE with IS weight and score centering, token-mean over valid tokens.
+
+    logp, rollout_logp, mask:            [B, L]
+    train_head_logp, sampler_head_logp:  [B, L, k]
+    advantages:                          [B]
+    loss = sum m * (-A * w_a * logp + A * c) / max(1, sum m),  w_a = f(exp(sg(logp) - rollout_logp))
+    """
+    _check_mode(mode, low, high)
+    if logp.dim() != 2 or rollout_logp.shape != logp.shape or mask.shape != logp.shape:
+        raise ValueError(f"logp, rollout_logp and mask must share a shape [B, L], got {tuple(logp.shape)}, "
+                         f"{tuple(rollout_logp.shape)}, {tuple(mask.shape)}")
+    B, L = logp.shape
+    if advantages.shape != (B,):
+        raise ValueError(f"advantages must have shape [B] = ({B},), got {tuple(advantages.shape)}")
+    if (train_head_logp.dim() != 3 or train_head_logp.shape[:2] != (B, L)
+            or sampler_head_logp.shape != train_head_logp.shape or train_head_logp.shape[-1] < 1):
+        raise ValueError(f"head log-probs must both have shape [B, L, k] = ({B}, {L}, k), got "
+                         f"{tuple(train_head_logp.shape)} and {tuple(sampler_head_logp.shape)}")
+
+    m = mask.bool()                                                        # [B, L]
+    zero = torch.zeros((), dtype=logp.dtype, device=logp.device)
+    # Neutralise padding before any arithmetic (NaN * 0 is NaN).
+    logp_v = torch.where(m, logp, zero)
+    rollout_v = torch.where(m, rollout_logp.detach(), zero)
+    train_head = torch.where(m.unsqueeze(-1), train_head_logp, zero)      # [B, L, k]
+    sampler_head = torch.where(m.unsqueeze(-1), sampler_head_logp.detach(), zero)
+
+    w_a = _f((logp_v - rollout_v).exp(), mode, low, high)                  # BUG: not detached
+    c = _correction(train_head, sampler_head, mode, low, high, eps)         # [B, L]
+    A = advantages.detach().unsqueeze(-1)                                   # [B, 1]
+    per_token = -A * w_a * logp_v + A * c                                   # [B, L]
+    per_token = torch.where(m, per_token, zero)
+    return per_token.sum() / m.sum().clamp_min(1).to(logp.dtype)
