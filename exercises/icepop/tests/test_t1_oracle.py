@@ -7,10 +7,9 @@ from judge.testing import Feedback, assert_close, check_tensor, leaf, sibling, v
 cases = sibling(__file__, "_cases")
 
 
-@visible
-def test_weights_match_oracle(sub, oracle, ctx):
-    g = ctx.generator(101)
-    for case, (low, high) in cases.cases(g):
+def _weights(sub, oracle, ctx, salt, limit=None):
+    g = ctx.generator(salt)
+    for case, (low, high) in cases.cases(g, limit=limit):
         args = (case["old_logp"], case["rollout_logp"], case["mask"])
         got = sub.icepop_weights(*args, low=low, high=high)
         want = oracle.icepop_weights(*args, low=low, high=high)
@@ -19,9 +18,9 @@ def test_weights_match_oracle(sub, oracle, ctx):
                      inputs={k: case[k] for k in ("old_logp", "rollout_logp", "mask")})
 
 
-def _loss_and_grad(sub, oracle, ctx, salt, per_token):
+def _loss_and_grad(sub, oracle, ctx, salt, per_token, limit=None):
     g = ctx.generator(salt)
-    for case, (low, high) in cases.cases(g):
+    for case, (low, high) in cases.cases(g, limit=limit):
         eps_low, eps_high = 0.2, 0.28 if per_token else 0.2
         kw = dict(eps_low=eps_low, eps_high=eps_high, low=low, high=high,
                   per_token_loss=per_token)
@@ -43,6 +42,17 @@ def _loss_and_grad(sub, oracle, ctx, salt, per_token):
 
 
 @visible
+def test_small_cases_match_oracle(sub, oracle, ctx):
+    # sizes [1, 1], [1, 3], [2, 2], [3, 1]: weights, both aggregations, gradients
+    _weights(sub, oracle, ctx, 100, limit=4)
+    _loss_and_grad(sub, oracle, ctx, 104, per_token=True, limit=4)
+    _loss_and_grad(sub, oracle, ctx, 105, per_token=False, limit=4)
+
+
+def test_weights_match_oracle(sub, oracle, ctx):
+    _weights(sub, oracle, ctx, 101)
+
+
 def test_token_mean_loss_and_gradient_match_oracle(sub, oracle, ctx):
     _loss_and_grad(sub, oracle, ctx, 102, per_token=True)
 

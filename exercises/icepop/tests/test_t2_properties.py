@@ -141,6 +141,16 @@ def test_rejected_tokens_stay_in_the_denominator(sub):
                          f"(per_token_loss={per_token}, {dtype}): divide by the 2 original valid "
                          f"tokens, not by the 1 kept token",
                          inputs={"old_logp": old, "rollout_logp": rollout})
+        # a single valid token, kept (rho = 2, A = 1.5, r = 1): loss = -2 * 1.5 / 1
+        old, rollout = _ratios([2.0, 1.0], dtype)
+        mask = torch.tensor([[True, False]])
+        for per_token in (True, False):
+            loss = sub.icepop_ppo_loss(leaf(old), old, rollout, torch.tensor([1.5], dtype=dtype),
+                                       mask, per_token_loss=per_token)
+            assert_close(loss, torch.tensor(-3.0, dtype=F64),
+                         what=f"icepop_ppo_loss with one valid token, rho = 2 (kept), A = 1.5, r = 1 "
+                         f"(per_token_loss={per_token}, {dtype}): -w A / 1",
+                         inputs={"old_logp": old, "rollout_logp": rollout, "mask": mask})
 
 
 def _plain_ppo_grad(logp, old, adv, mask, per_token):

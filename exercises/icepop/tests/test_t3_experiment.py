@@ -7,6 +7,28 @@ from judge.testing import Feedback, memo
 # EXERCISES.md's table (exact enumeration, 6 actions): ||bias|| and trace Cov_q(w f).
 TABLE_BIAS = {"none": 0.04832, "tis": 0.00972, "icepop": 0.03161, "is": 0.0}
 TABLE_VAR = {"none": 0.0979, "tis": 0.1204, "icepop": 0.0913, "is": 0.1644}
+HINTS = {
+    "weights": "the IcePop weights of the toy's actions differ",
+    "bias_norm": "the bias of the corrected gradient differs",
+    "variance": "the variance of the corrected gradient differs",
+    "grad_vs_weight_times_f": "the gradient of icepop_ppo_loss is not w times the plain PPO gradient",
+    "contrast": "the contrast-table weights differ",
+    "denominator": "the loss's denominator differs (divide by the original number of valid "
+                   "tokens, rejected ones included)",
+}
+
+
+def _run(sub, experiment, out_dir):
+    """experiment.run(sub, out_dir), with a crash turned into feedback that says how to replay it."""
+    try:
+        return experiment.run(sub, out_dir)
+    except AssertionError:  # Feedback from the proxy (e.g. a Python float returned)
+        raise
+    except Exception as e:  # noqa: BLE001
+        if type(e).__name__ == "SubmissionFailure":  # time/memory limits stop the grading
+            raise
+        raise Feedback(f"the toy crashed: {type(e).__name__}: {e}\n  run it yourself: "
+                       f"python exercises/icepop/experiment.py --impl my_solution.py --out figs/") from None
 
 
 def _flatten(x, prefix=""):
@@ -23,13 +45,7 @@ def _flatten(x, prefix=""):
     return {prefix.rstrip("."): x}
 
 
-def _reference(ref, experiment):
-    return memo(("icepop", "t3"), lambda: experiment.run(ref, None))
-
-
-def test_metrics_match_reference(sub, ref, experiment, ctx):
-    got = experiment.run(sub, ctx.out_dir)
-    want = _reference(ref, experiment)
+def _compare_with_reference(got, want, hints):
     g, w = _flatten(got), _flatten(want)
     if set(g) != set(w):
         raise Feedback(f"the experiment returned metrics {sorted(set(g) ^ set(w))} that the "
@@ -39,25 +55,30 @@ def test_metrics_match_reference(sub, ref, experiment, ctx):
         if not isinstance(a, (int, float)) or isinstance(a, bool) or not math.isfinite(a):
             raise Feedback(f"metric {key}: expected a finite number close to {b:.6g}, got {a!r}")
         if not math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9):
-            hint = {
-                "weights": "the IcePop weights of the toy's actions differ",
-                "bias_norm": "the bias of the corrected gradient differs",
-                "variance": "the variance of the corrected gradient differs",
-                "grad_vs_weight_times_f": "the gradient of icepop_ppo_loss is not w times the plain "
-                                          "PPO gradient",
-                "contrast": "the contrast-table weights differ",
-                "denominator": "the loss's denominator differs (divide by the original number "
-                               "of valid tokens, rejected ones included)",
-            }.get(key.split(".")[0], "")
             raise Feedback(f"metric {key}: expected {b:.8g} (the reference's run), got {a:.8g}. "
-                           f"{hint}")
-    if ctx.out_dir is not None and not (ctx.out_dir / "metrics.json").is_file():
-        raise Feedback("the experiment did not write metrics.json into out_dir")
+                           f"{hints.get(key.split('.')[0], '')}")
 
 
-def test_bias_variance_claims(sub, experiment):
-    m = experiment.run(sub, None)
+def _check_artifacts(out_dir):
+    if out_dir is None:
+        return
+    for name in ("metrics.json", "bias_variance.png", "weights.png"):
+        if not (out_dir / name).is_file():
+            raise Feedback(f"the experiment did not write {name} into out_dir")
+
+
+def test_bias_variance_toy(sub, ref, experiment, ctx):
+    m = _run(sub, experiment, ctx.out_dir)
+    want = memo(("icepop", "t3"), lambda: experiment.run(ref, None))
+
+    # the toy's claims
     bias, var = m["bias_norm"], m["variance"]
+    w = m["weights"]["icepop"]
+    for a, (rho, wa) in enumerate(zip(m["rho"], w)):
+        expected = rho if 0.5 <= rho <= 2.0 else 0.0
+        if not math.isclose(wa, expected, rel_tol=1e-9, abs_tol=1e-12):
+            raise Feedback(f"action {a}: rho = {rho:.4f} must get IcePop weight {expected:.4f}, "
+                           f"got {wa!r}")
     if not bias["is"] < 1e-9:
         raise Feedback(f"full importance sampling (band [0, 1e6]) must be unbiased: "
                        f"||bias|| = {bias['is']:.3g}")
@@ -67,19 +88,13 @@ def test_bias_variance_claims(sub, experiment):
     if not (var["icepop"] < var["none"] < var["is"]):
         raise Feedback(f"discarding the far-off-policy tokens must give the lowest variance: "
                        f"IcePop {var['icepop']:.4f}, none {var['none']:.4f}, IS {var['is']:.4f}")
-    w = m["weights"]["icepop"]
-    for a, (rho, wa) in enumerate(zip(m["rho"], w)):
-        want = rho if 0.5 <= rho <= 2.0 else 0.0
-        if not math.isclose(wa, want, rel_tol=1e-9, abs_tol=1e-12):
-            raise Feedback(f"action {a}: rho = {rho:.4f} must get IcePop weight {want:.4f}, got {wa!r}")
     for name in ("icepop", "is"):
         if abs(bias[name] - TABLE_BIAS[name]) > 6e-5 or abs(var[name] - TABLE_VAR[name]) > 6e-4:
             raise Feedback(f"{name}: ||bias|| {bias[name]:.5f} and variance {var[name]:.4f}, "
                            f"expected {TABLE_BIAS[name]} and {TABLE_VAR[name]} (the spec's table)")
 
-
-def test_renormalising_would_inflate_the_loss(sub, experiment):
-    d = experiment.run(sub, None)["denominator"]
+    # renormalising by the kept tokens would inflate the loss by N / N_kept
+    d = m["denominator"]
     if d["n_kept"] != 4 or d["n_valid"] != 6:
         raise Feedback(f"the toy batch must keep 4 of its 6 tokens (rho = 2.74 and 4.52 are outside "
                        f"[.5, 2]), got n_kept = {d['n_kept']}, n_valid = {d['n_valid']}")
@@ -92,3 +107,7 @@ def test_renormalising_would_inflate_the_loss(sub, experiment):
     if not math.isclose(inflation, d["n_valid"] / d["n_kept"], rel_tol=1e-9):
         raise Feedback(f"renormalising by the kept tokens must inflate the loss by N / N_kept = "
                        f"{d['n_valid'] / d['n_kept']:.4g}, got a factor {inflation:.6g}")
+
+    # the same numbers as the reference's run
+    _compare_with_reference(m, want, HINTS)
+    _check_artifacts(ctx.out_dir)

@@ -7,6 +7,27 @@ from judge.testing import Feedback, memo
 # EXERCISES.md's table (exact enumeration, 6 actions): ||bias|| and trace Cov_q(w f).
 TABLE_BIAS = {"none": 0.04832, "tis": 0.00972, "icepop": 0.03161, "is": 0.0}
 TABLE_VAR = {"none": 0.0979, "tis": 0.1204, "icepop": 0.0913, "is": 0.1644}
+HINTS = {
+    "weights": "the TIS weights of the toy's actions differ",
+    "bias_norm": "the bias of the corrected gradient differs",
+    "variance": "the variance of the corrected gradient differs",
+    "grad_vs_weight_times_f": "the gradient of tis_ppo_loss is not w times the plain PPO gradient",
+    "contrast": "the contrast-table weights differ",
+    "denominator": "the loss's denominator differs (divide by the original number of valid tokens)",
+}
+
+
+def _run(sub, experiment, out_dir):
+    """experiment.run(sub, out_dir), with a crash turned into feedback that says how to replay it."""
+    try:
+        return experiment.run(sub, out_dir)
+    except AssertionError:  # Feedback from the proxy (e.g. a Python float returned)
+        raise
+    except Exception as e:  # noqa: BLE001
+        if type(e).__name__ == "SubmissionFailure":  # time/memory limits stop the grading
+            raise
+        raise Feedback(f"the toy crashed: {type(e).__name__}: {e}\n  run it yourself: "
+                       f"python exercises/tis/experiment.py --impl my_solution.py --out figs/") from None
 
 
 def _flatten(x, prefix=""):
@@ -23,13 +44,7 @@ def _flatten(x, prefix=""):
     return {prefix.rstrip("."): x}
 
 
-def _reference(ref, experiment):
-    return memo(("tis", "t3"), lambda: experiment.run(ref, None))
-
-
-def test_metrics_match_reference(sub, ref, experiment, ctx):
-    got = experiment.run(sub, ctx.out_dir)
-    want = _reference(ref, experiment)
+def _compare_with_reference(got, want, hints):
     g, w = _flatten(got), _flatten(want)
     if set(g) != set(w):
         raise Feedback(f"the experiment returned metrics {sorted(set(g) ^ set(w))} that the "
@@ -39,27 +54,26 @@ def test_metrics_match_reference(sub, ref, experiment, ctx):
         if not isinstance(a, (int, float)) or isinstance(a, bool) or not math.isfinite(a):
             raise Feedback(f"metric {key}: expected a finite number close to {b:.6g}, got {a!r}")
         if not math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9):
-            hint = {
-                "weights": "the TIS weights of the toy's actions differ",
-                "bias_norm": "the bias of the corrected gradient differs",
-                "variance": "the variance of the corrected gradient differs",
-                "grad_vs_weight_times_f": "the gradient of tis_ppo_loss is not w times the plain "
-                                          "PPO gradient",
-                "contrast": "the contrast-table weights differ",
-                "denominator": "the loss's denominator differs (divide by the original number "
-                               "of valid tokens)",
-            }.get(key.split(".")[0], "")
             raise Feedback(f"metric {key}: expected {b:.8g} (the reference's run), got {a:.8g}. "
-                           f"{hint}")
-    if ctx.out_dir is not None and not (ctx.out_dir / "metrics.json").is_file():
-        raise Feedback("the experiment did not write metrics.json into out_dir")
+                           f"{hints.get(key.split('.')[0], '')}")
 
 
-def test_bias_variance_claims(sub, experiment):
-    m = experiment.run(sub, None)
+def _check_artifacts(out_dir):
+    if out_dir is None:
+        return
+    for name in ("metrics.json", "bias_variance.png", "weights.png"):
+        if not (out_dir / name).is_file():
+            raise Feedback(f"the experiment did not write {name} into out_dir")
+
+
+def test_bias_variance_toy(sub, ref, experiment, ctx):
+    m = _run(sub, experiment, ctx.out_dir)
+    want = memo(("tis", "t3"), lambda: experiment.run(ref, None))
+
+    # the toy's claims
     bias, var = m["bias_norm"], m["variance"]
     if not bias["is"] < 1e-9:
-        raise Feedback(f"full importance sampling (weights [0, 1e6]) must be unbiased: "
+        raise Feedback(f"full importance sampling (bounds [0, 1e6]) must be unbiased: "
                        f"||bias|| = {bias['is']:.3g}")
     if not (bias["is"] < bias["tis"] < bias["none"]):
         raise Feedback(f"expected bias_IS = 0 < bias_TIS < bias_none, got IS {bias['is']:.5f}, "
@@ -67,6 +81,11 @@ def test_bias_variance_claims(sub, experiment):
     if not var["tis"] < var["is"]:
         raise Feedback(f"truncation must lower the variance below full IS: TIS {var['tis']:.4f}, "
                        f"IS {var['is']:.4f}")
+    w = m["weights"]["tis"]
+    for a, (rho, wa) in enumerate(zip(m["rho"], w)):
+        if not math.isclose(wa, min(rho, 2.0), rel_tol=1e-9, abs_tol=1e-12):
+            raise Feedback(f"action {a}: rho = {rho:.4f} must get TIS weight min(rho, 2) = "
+                           f"{min(rho, 2.0):.4f}, got {wa!r}")
     for name in ("none", "tis", "is"):
         if abs(bias[name] - TABLE_BIAS[name]) > 6e-5 or abs(var[name] - TABLE_VAR[name]) > 6e-4:
             raise Feedback(f"{name}: ||bias|| {bias[name]:.5f} and variance {var[name]:.4f}, "
@@ -76,3 +95,7 @@ def test_bias_variance_claims(sub, experiment):
         raise Feedback(f"the toy batch's loss is {d['loss']:.6g}; dividing sum w*l by the "
                        f"{d['n_valid']} valid tokens gives {d['loss_expected']:.6g} (dividing by "
                        f"sum w = {d['sum_w']:.4f} would give {d['loss_if_divided_by_sum_w']:.6g})")
+
+    # the same numbers as the reference's run
+    _compare_with_reference(m, want, HINTS)
+    _check_artifacts(ctx.out_dir)
