@@ -288,8 +288,8 @@ class Job:
         self._exit: _Exit | None = None
         self._output = bytearray()
         self._output_dropped = 0
-        self._out_thread = threading.Thread(target=self._drain, args=(out_r,), daemon=True)
-        self._out_thread.start()
+        os.set_blocking(out_r, False)
+        self._out_fd = out_r  # drained while we wait for replies; no thread
         self.closed = False
 
     # --- events from the zygote ------------------------------------------------------------
@@ -307,15 +307,20 @@ class Job:
             except OSError:
                 pass
 
-    def _drain(self, fd: int) -> None:
-        with os.fdopen(fd, "rb", buffering=0) as f:
-            while True:
-                chunk = f.read(65536)
-                if not chunk:
-                    return
-                room = OUTPUT_CAP - len(self._output)
-                self._output += chunk[:max(room, 0)]
-                self._output_dropped += max(len(chunk) - max(room, 0), 0)
+    def _drain(self) -> None:
+        """Read what the child has written so far, keeping at most OUTPUT_CAP bytes."""
+        while self._out_fd >= 0:
+            try:
+                chunk = os.read(self._out_fd, 65536)
+            except BlockingIOError:
+                return
+            if not chunk:  # the child (and anything it left) is gone
+                os.close(self._out_fd)
+                self._out_fd = -1
+                return
+            room = max(OUTPUT_CAP - len(self._output), 0)
+            self._output += chunk[:room]
+            self._output_dropped += len(chunk) - len(chunk[:room])
 
     @property
     def output(self) -> str:
@@ -348,8 +353,15 @@ class Job:
 
     def _receive(self, call_seconds: float, *, during: str) -> tuple[dict, bytearray]:
         deadline = min(time.monotonic() + call_seconds, self.deadline)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([self.sock], [], [], remaining)[0]:
+        while True:  # wait for the reply, draining the child's output meanwhile
+            remaining = deadline - time.monotonic()
+            waiting = [self.sock] + ([self._out_fd] if self._out_fd >= 0 else [])
+            ready = select.select(waiting, [], [], remaining)[0] if remaining > 0 else []
+            if self._out_fd in ready:
+                self._drain()
+            if self.sock in ready or not ready:
+                break
+        if not ready:
             self.kill()
             which = "its call limit" if deadline < self.deadline else "the exercise's total limit"
             raise SubmissionFailure("time_limit", f"{during} ran past {which} "
@@ -404,7 +416,7 @@ class Job:
                     reported, _ = wire.recv(self.sock)
             except (OSError, EOFError, wire.WireError):
                 pass
-        self._out_thread.join(1.0)  # its output ends when it exits
+        self._drain()  # it flushed before replying: everything it printed is in the pipe
         ex = self._exit
         if ex is None:  # not reaped yet: its own (informational) report
             ex = _Exit(0, 0, _num(reported.get("cpu_ms")), int(_num(reported.get("maxrss_kb"))))
@@ -417,6 +429,9 @@ class Job:
         if not self._exited.wait(2.0):
             self.kill()
             self._exited.wait(5.0)
+        if self._out_fd >= 0:
+            os.close(self._out_fd)
+            self._out_fd = -1
         self.sock.close()
         self.box._forget(self)
         _wipe(self.scratch)

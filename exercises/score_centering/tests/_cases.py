@@ -61,10 +61,11 @@ def mode_and_bounds(g, i):
     return mode, low, high
 
 
-# (B, L, V, k, dtype): small to large; B != L and B == L; float32 and float64; one whole-vocab head.
+# (B, L, V, k, dtype): small to large; B != L and B == L; float32 and float64; a one-token head
+# (k = 1) and a whole-vocabulary head (k = V).
 LOSS_SIZES = [
     (1, 1, 3, 2, torch.float64),
-    (2, 3, 5, 2, torch.float32),
+    (2, 3, 5, 1, torch.float32),
     (3, 3, 6, 4, torch.float64),
     (3, 2, 5, 5, torch.float64),
     (4, 2, 8, 3, torch.float32),
@@ -107,7 +108,7 @@ def loss_case(g, B, L, V, k, dtype, i, pad=True):
 # leading shape and (V, k, dtype) for sc_correction
 CORRECTION_SIZES = [
     ((), 3, 2, torch.float64),
-    ((2,), 4, 2, torch.float32),
+    ((2,), 4, 1, torch.float32),
     ((3,), 5, 3, torch.float64),
     ((2, 3), 6, 6, torch.float64),
     ((3, 2), 7, 4, torch.float32),

@@ -288,29 +288,60 @@ def test_padding_is_neutralised(sub, ctx):
     """Masked positions may hold NaN / inf / 1e30 anywhere, heads included: the loss and the
     gradients equal those of the same batch with harmless padding, and padded gradients are 0."""
     g = ctx.generator(205)
-    clean, kw = cases.loss_case(g, 3, 4, 6, 3, D, 2, pad=False)
+    clean, _ = cases.loss_case(g, 3, 4, 6, 3, D, 2, pad=False)
     mask = torch.tensor([[1, 1, 0, 0], [1, 0, 1, 0], [0, 0, 0, 0]], dtype=torch.bool)
     clean["mask"] = mask
-    for fill in (float("nan"), float("inf"), 1e30):
-        dirty = dict(clean)
-        for n in ("logp", "rollout_logp"):
-            dirty[n] = clean[n].masked_fill(~mask, fill)
-        for n in ("train_head_logp", "sampler_head_logp"):
-            dirty[n] = clean[n].masked_fill(~mask.unsqueeze(-1), fill)
-        results = []
-        for batch in (clean, dirty):
+    for mode, (low, high) in BOUNDS.items():
+        kw = dict(mode=mode, low=low, high=high)
+        reference = None
+        for fill in (None, float("nan"), float("inf"), -float("inf"), 1e30):
+            batch = dict(clean)
+            if fill is not None:
+                for n in ("logp", "rollout_logp"):
+                    batch[n] = clean[n].masked_fill(~mask, fill)
+                for n in ("train_head_logp", "sampler_head_logp"):
+                    batch[n] = clean[n].masked_fill(~mask.unsqueeze(-1), fill)
             logp, head = leaf(batch["logp"]), leaf(batch["train_head_logp"])
             loss = sub.sc_policy_loss(**{**batch, "logp": logp, "train_head_logp": head}, **kw)
             loss.backward()
-            results.append((loss, logp.grad, head.grad))
-        inputs = dict(mask=mask, padding=fill, **kw)
-        assert_close(results[1][0], results[0][0].detach(), what=f"loss with padding = {fill}", inputs=inputs)
-        for i, n in ((1, "logp"), (2, "train_head_logp")):
-            assert_close(results[1][i], results[0][i], what=f"{n}.grad with padding = {fill}", inputs=inputs)
-            pad = ~mask if i == 1 else (~mask).unsqueeze(-1).expand_as(results[1][i])
-            if bool((results[1][i][pad] != 0).any()) or not bool(torch.isfinite(results[1][i]).all()):
-                raise Feedback(f"{n}.grad must be exactly 0 at padded positions (padding = {fill}), got "
-                               f"{describe(results[1][i])}")
+            if reference is None:
+                reference = (loss.detach(), logp.grad, head.grad)
+                continue
+            inputs = dict(mask=mask, padding=fill, **kw)
+            assert_close(loss, reference[0], what=f"loss with padding = {fill} (vs the same batch with "
+                         f"finite padding)", inputs=inputs)
+            for i, n, x in ((1, "logp", logp), (2, "train_head_logp", head)):
+                pad = ~mask if i == 1 else (~mask).unsqueeze(-1).expand_as(x)
+                if not bool(torch.isfinite(x.grad).all()) or bool((x.grad[pad] != 0).any()):
+                    raise Feedback(f"{n}.grad must be finite and exactly 0 at padded positions (padding = {fill}, "
+                                   f"mode={mode!r}), got {describe(x.grad)}")
+                assert_close(x.grad, reference[i], what=f"{n}.grad with padding = {fill}", inputs=inputs)
+
+
+def test_default_bounds(sub, oracle, ctx):
+    """The defaults low = 0.0, high = 2.0 apply to "tis" and "mis" when no bounds are passed.
+    Head ratios p/q = [.5, 2.5] and token ratios [.5, 2.5] separate them from other defaults."""
+    th = torch.tensor([0.1, 0.5], dtype=D).log()
+    sh = torch.tensor([0.2, 0.2], dtype=D).log()
+    logp0 = torch.tensor([[0.1, 0.5]], dtype=D).log()
+    rollout = torch.tensor([[0.2, 0.2]], dtype=D).log()
+    heads_p, heads_q = th.expand(1, 2, 2), sh.expand(1, 2, 2)
+    adv, mask = torch.tensor([1.5], dtype=D), torch.ones(1, 2, dtype=torch.bool)
+    for mode in ("tis", "mis"):
+        inputs = dict(p_head=th.exp(), q_head=sh.exp(), mode=mode, low="(default)", high="(default)")
+        c = sub.sc_correction(th, sh, mode=mode)
+        assert_close(c, oracle.sc_correction(th, sh, mode=mode, low=0.0, high=2.0),
+                     what=f"sc_correction with the default bounds (mode={mode!r}: low = 0.0, high = 2.0)",
+                     inputs=inputs)
+        logp = leaf(logp0)
+        loss = sub.sc_policy_loss(logp, rollout, heads_p, heads_q, adv, mask, mode=mode)
+        args = (logp0, rollout, heads_p, heads_q, adv, mask)
+        assert_close(loss, oracle.sc_policy_loss(*args, mode=mode, low=0.0, high=2.0),
+                     what=f"sc_policy_loss with the default bounds (mode={mode!r}: low = 0.0, high = 2.0)",
+                     inputs=inputs)
+        loss.backward()
+        assert_close(logp.grad, oracle.sc_policy_loss_grads(*args, mode=mode, low=0.0, high=2.0)[0],
+                     what=f"d loss / d logp with the default bounds (mode={mode!r})", inputs=inputs)
 
 
 def test_inputs_not_mutated(sub, ctx):
