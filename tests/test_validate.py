@@ -1,0 +1,129 @@
+"""``judge validate``: every exercise passes it (this is how ``make test`` runs it), and each kind
+of authoring mistake makes it fail with a message that names the problem."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from judge.cli import main
+from judge.models import TestResult as Result  # aliased: not a pytest class
+from judge.models import TierResult, Verdict
+from judge.scaffold import new_exercise
+from judge.validate import (_first_difference, exercise_folders, normalized, render,
+                            render_exercise, validate, validate_exercise)
+
+FOLDERS = exercise_folders()
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[f.name for f in FOLDERS])
+def test_exercise_validates(folder, sandbox):
+    """`judge validate --all`, one exercise at a time: reference, starter, known-wrong solutions,
+    determinism, other seeds, limits, artifacts, spec, and no unlisted surviving mutant."""
+    rep = validate_exercise(folder, sandbox=sandbox)
+    assert rep.ok, "\n" + render_exercise(rep)
+    assert rep.mutation is not None and rep.mutation.survived == 0
+
+
+def _scaffold(tmp_path, slug):
+    new_exercise(slug, root=tmp_path)
+    return tmp_path / "exercises" / slug, tmp_path / "reference" / slug
+
+
+def _check(rep, name):
+    return next(c for c in rep.checks if c.name == name)
+
+
+REDUNDANT = "total = torch.where(valid, torch.where(valid, x, zero), zero).sum(dim=-1)"
+
+
+def test_a_surviving_mutant_fails_until_it_is_listed_as_equivalent(tmp_path, sandbox):
+    ex_dir, ref_dir = _scaffold(tmp_path, "val_equivalent")
+    sol = ref_dir / "solution.py"
+    text = sol.read_text()
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if s.lstrip().startswith("total = "))
+    sol.write_text(text.replace("total = torch.where(valid, x, zero).sum(dim=-1)", REDUNDANT))
+    ids = [f"solution.py:{line}:where->a", f"solution.py:{line}:where->a#2"]
+
+    rep = validate_exercise(ex_dir, sandbox=sandbox)
+    mut = _check(rep, "mutants")
+    assert not rep.ok and mut.status == "failed" and rep.mutation.survived == 2
+    assert all(i in mut.detail for i in ids) and "equivalent_mutants" in mut.detail
+    assert "SURVIVED" in render_exercise(rep)
+
+    toml = ex_dir / "exercise.toml"
+    base = toml.read_text()
+    listed = "".join(f'\n[[equivalent_mutants]]\nid = "{i}"\nreason = "the outer where already selects x"\n'
+                     for i in ids)
+    toml.write_text(base + listed + '\n[[equivalent_mutants]]\nid = "solution.py:99:Lt->LtE"\nreason = "old"\n')
+    rep = validate_exercise(ex_dir, sandbox=sandbox)
+    assert rep.ok, render_exercise(rep)
+    assert rep.mutation.equivalent == 2 and rep.mutation.survived == 0
+    assert _check(rep, "mutants").status == "warning"
+    assert any("solution.py:99:Lt->LtE" in w and "no such mutant" in w for w in rep.mutation.warnings)
+    assert {m.reason for m in rep.mutation.mutants if m.status == "equivalent"} == \
+        {"the outer where already selects x"}
+
+
+def test_authoring_mistakes_fail_validation(tmp_path, sandbox):
+    ex_dir, ref_dir = _scaffold(tmp_path, "val_mistakes")
+    # a "wrong" solution that is right, and a spec that forgets the function
+    shutil.copy(ref_dir / "solution.py", ref_dir / "wrong" / "not_wrong.py")
+    text = (ref_dir / "wrong" / "not_wrong.py").read_text()
+    (ref_dir / "wrong" / "not_wrong.py").write_text(text.replace('"""', '"""Not wrong at all.\n\nexpect: T2\n', 1))
+    (ex_dir / "spec.md").write_text("# nothing here\n")
+    rep = validate_exercise(ex_dir, sandbox=sandbox, mutants=False)
+    assert not rep.ok
+    assert _check(rep, "spec").status == "failed" and "masked_mean" in _check(rep, "spec").detail
+    wrong = _check(rep, "known-wrong rejected")
+    assert wrong.status == "failed" and "wrong/not_wrong.py passes T2" in wrong.detail
+    assert _check(rep, "reference accepted").status == "passed"
+    assert "mutants" not in [c.name for c in rep.checks]
+
+
+def test_a_broken_descriptor_stops_validation_with_its_reason(tmp_path):
+    ex_dir, _ = _scaffold(tmp_path, "val_descriptor")
+    starter = ex_dir / "starter.py"
+    starter.write_text(starter.read_text().replace("def masked_mean(", "def masked_average("))
+    rep = validate_exercise(ex_dir, sandbox=None)
+    assert not rep.ok and [c.name for c in rep.checks] == ["descriptor"]
+    assert "the starter (starter.py) does not define masked_mean" in rep.checks[0].detail
+
+    ex_dir, _ = _scaffold(tmp_path, "val_equiv_table")
+    with (ex_dir / "exercise.toml").open("a") as f:
+        f.write('\n[[equivalent_mutants]]\nid = "solution.py:3:Lt->LtE"\n')
+    rep = validate_exercise(ex_dir, sandbox=None)
+    assert not rep.ok and "needs an id and a non-empty reason" in rep.checks[0].detail
+
+
+def test_determinism_ignores_timings_only():
+    def verdict(ms, message):
+        return Verdict(exercise="x", verdict="rejected", mode="submit", seed=1, tiers=[
+            TierResult(tier="T0", status="failed", duration_ms=ms,
+                       tests=[Result(name="t", status="failed", message=message, duration_ms=ms)])])
+    a, b = verdict(1.0, "expected 1, got 2"), verdict(9.0, "expected 1, got 2")
+    a.timings.total_ms, b.timings.total_ms = 3.0, 4.0
+    assert normalized(a) == normalized(b)
+    c = verdict(1.0, "expected 1, got 3")
+    assert "tiers[0].tests[0].message" in _first_difference(normalized(a), normalized(c))
+
+
+def test_cli_exit_status_and_json(tmp_path, capsys):
+    ex_dir, ref_dir = _scaffold(tmp_path, "val_cli")
+    assert main(["validate"]) == 2
+    shutil.copy(ref_dir / "solution.py", ex_dir / "starter.py")  # the starter is accepted
+    rc = main(["validate", str(ex_dir), "--json", "--no-mutants"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 1 and report["ok"] is False
+    starter = next(c for c in report["exercises"][0]["checks"] if c["name"] == "starter rejected")
+    assert starter["status"] == "failed" and "accepted" in starter["detail"]
+
+
+def test_validate_renders_a_summary_table(tmp_path, sandbox):
+    ex_dir, _ = _scaffold(tmp_path, "val_table")
+    report = validate([ex_dir], sandbox=sandbox, max_mutants=3)
+    text = render(report)
+    assert report.ok and report.exercises[0].mutation.tested == 3
+    assert "val_table" in text and "PASS" in text and "capped at 3" in text
