@@ -30,15 +30,14 @@ def _f(x, mode, low, high):
 
 
 def _correction(train_head_logp, sampler_head_logp, mode, low, high, eps):
-    with torch.no_grad():
-        log_p = train_head_logp.detach()                       # [..., k]
-        log_q = sampler_head_logp.detach()                     # [..., k]
-        p, q = log_p.exp(), log_q.exp()
-        p_mass, q_mass = p.sum(-1), q.sum(-1)                  # P_H, Q_H: [...]
-        rho = (1 - p_mass).clamp_min(eps) / (1 - q_mass).clamp_min(eps)  # BUG: inverted
-        alpha = rho * _f(rho.reciprocal(), mode, low, high)    # alpha' = rho f(1/rho)
-        w = _f((log_p - log_q).exp(), mode, low, high)         # f(p_v / q_v): [..., k]
-        residual = q * w - alpha.unsqueeze(-1) * p             # [..., k], detached
+    log_p = train_head_logp.detach()                           # [..., k], sg
+    log_q = sampler_head_logp.detach()                         # [..., k], sg
+    p, q = log_p.exp(), log_q.exp()
+    p_mass, q_mass = p.sum(-1), q.sum(-1)                      # P_H, Q_H: [...]
+    rho = (1 - p_mass).clamp_min(eps) / (1 - q_mass).clamp_min(eps)  # BUG: inverted
+    alpha = rho * _f(rho.reciprocal(), mode, low, high)        # alpha' = rho f(1/rho)
+    w = _f((log_p - log_q).exp(), mode, low, high)             # f(p_v / q_v): [..., k]
+    residual = q * w - alpha.unsqueeze(-1) * p                 # [..., k], no gradient
     return (residual * train_head_logp).sum(-1)                # [...], grad only via log p_v
 
 
@@ -73,21 +72,22 @@ def sc_policy_loss(logp, rollout_logp, train_head_logp, sampler_head_logp, advan
     if advantages.shape != (B,):
         raise ValueError(f"advantages must have shape [B] = ({B},), got {tuple(advantages.shape)}")
     if (train_head_logp.dim() != 3 or train_head_logp.shape[:2] != (B, L)
-            or sampler_head_logp.shape != train_head_logp.shape or train_head_logp.shape[-1] < 1):
+            or sampler_head_logp.shape != train_head_logp.shape):
         raise ValueError(f"head log-probs must both have shape [B, L, k] = ({B}, {L}, k), got "
                          f"{tuple(train_head_logp.shape)} and {tuple(sampler_head_logp.shape)}")
 
     m = mask.bool()                                                        # [B, L]
+    m3 = m.unsqueeze(-1)                                                   # [B, L, 1]
     zero = torch.zeros((), dtype=logp.dtype, device=logp.device)
-    # Neutralise padding before any arithmetic (NaN * 0 is NaN).
+    # Neutralise padding before any arithmetic (NaN * 0 is NaN): a padded token then has
+    # logp = 0 and an all-zero head, so its loss term is exactly 0 and so is its gradient.
     logp_v = torch.where(m, logp, zero)
-    rollout_v = torch.where(m, rollout_logp.detach(), zero)
-    train_head = torch.where(m.unsqueeze(-1), train_head_logp, zero)      # [B, L, k]
-    sampler_head = torch.where(m.unsqueeze(-1), sampler_head_logp.detach(), zero)
+    rollout_v = torch.where(m, rollout_logp, zero)
+    train_head = torch.where(m3, train_head_logp, zero)                    # [B, L, k]
+    sampler_head = torch.where(m3, sampler_head_logp, zero)
 
-    w_a = _f((logp_v.detach() - rollout_v).exp(), mode, low, high)         # [B, L], detached
+    w_a = _f((logp_v - rollout_v).detach().exp(), mode, low, high)         # [B, L], sg
     c = _correction(train_head, sampler_head, mode, low, high, eps)         # [B, L]
     A = advantages.detach().unsqueeze(-1)                                   # [B, 1]
     per_token = -A * w_a * logp_v + A * c                                   # [B, L]
-    per_token = torch.where(m, per_token, zero)
     return per_token.sum() / m.sum().clamp_min(1).to(logp.dtype)
