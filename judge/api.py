@@ -79,6 +79,9 @@ SSE_EVENT = {"type": "object", "description": "one server-sent event (OpenAPI 3.
              "required": ["event", "data"]}
 
 
+ARTIFACT_WAIT = 30.0  # seconds an artifact request waits for plots still being drawn
+
+
 def create_app(cfg: Config) -> FastAPI:
     store = Store(cfg.database_path, synchronous="FULL")
     catalog = load_catalog(cfg)
@@ -213,10 +216,16 @@ def create_app(cfg: Config) -> FastAPI:
 
     @app.get("/submissions/{sid}/artifacts/{name}", dependencies=AUTH, response_class=Response, tags=["submissions"],
              responses={200: {"content": FILE_CONTENT, "description": "the file"}, **_err(400, 404)})
-    def get_artifact(sid: str, name: str, request: Request):
-        """A file the submission's experiment wrote (a plot, metrics.json), with its media type."""
+    async def get_artifact(sid: str, name: str, request: Request):
+        """A file the submission's experiment wrote (a plot, metrics.json), with its media type.
+        Plots are drawn just after the verdict: while they are pending this waits for them."""
         row = owned(request, sid)
         verdict = Verdict.model_validate_json(row["verdict"]) if row["verdict"] else None
+        deadline = time.monotonic() + ARTIFACT_WAIT
+        while verdict is not None and verdict.artifacts_pending and time.monotonic() < deadline:
+            await changes.wait(deadline - time.monotonic())
+            row = owned(request, sid)
+            verdict = Verdict.model_validate_json(row["verdict"])
         art = next((a for a in (verdict.artifacts if verdict else []) if a.name == name), None)
         data = read_regular_file(artifacts_dir(cfg, sid), name) if art else None
         if data is None:

@@ -14,7 +14,7 @@ from judge.exercise import TIERS, Exercise
 from judge.models import (Artifact, Resources, SubmissionError, TestResult, TierResult, Timings,
                           Verdict)
 from judge.proxy import SubmissionProxy
-from judge.runner import artifacts_in, run_tiers
+from judge.runner import artifacts_in, draw_pending, run_tiers
 from judge.sandbox import Sandbox
 from judge.testing import Context
 
@@ -56,8 +56,13 @@ def choose_seed(exercise: Exercise, mode: str, seed: int | None) -> int:
 
 def grade(exercise: Exercise, source: str, *, sandbox: Sandbox | None, mode: str = "submit",
           seed: int | None = None, tiers: list[str] | None = None, out_dir: Path | None = None,
-          on_test: Callable[[str, TestResult], None] | None = None) -> Verdict:
+          on_test: Callable[[str, TestResult], None] | None = None,
+          on_verdict: Callable[[Verdict], None] | None = None) -> Verdict:
     """Grade ``source`` (a submission's text) on ``exercise``.
+
+    The T3 plots are drawn after the verdict is known. When there are plots to draw,
+    ``on_verdict`` first receives the verdict without them (``artifacts_pending`` set), so a
+    service can answer at once; the returned verdict lists the artifacts.
 
     ``sandbox=None`` runs the submission in this process, with no isolation: for the reference,
     for authors and for the benchmark's floor, never for untrusted code.
@@ -109,10 +114,16 @@ def grade(exercise: Exercise, source: str, *, sandbox: Sandbox | None, mode: str
             verdict.resources = Resources(cpu_ms=res.cpu_ms, peak_rss_mb=round(res.maxrss_kb / 1024, 1),
                                           wall_ms=res.wall_ms, calls=verdict.resources.calls)
             verdict.output = job.output
+    verdict.timings.total_ms = _ms(t_start)
+    if ctx.pending_plots and on_verdict is not None:
+        on_verdict(verdict.model_copy(update={"artifacts_pending": True}, deep=True))
+    t_render = time.perf_counter()
+    for problem in draw_pending(ctx):
+        verdict.output += ("\n" if verdict.output else "") + f"[judge] {problem}"
+    verdict.timings.render_ms = _ms(t_render)
     verdict.artifacts = [Artifact(name=name, path=str(path), size=path.stat().st_size,
                                   media_type=MEDIA_TYPES.get(path.suffix, "application/octet-stream"))
                          for name, path in artifacts_in(out_dir)]
-    verdict.timings.total_ms = _ms(t_start)
     return verdict
 
 

@@ -48,6 +48,7 @@ class Timings(BaseModel):
     startup_ms: float = 0.0  # starting the judge: zygote and exercise loading (judge local)
     load_ms: float = 0.0  # forking the sandbox and importing the submission
     grading_ms: float = 0.0  # running the tiers
+    render_ms: float = 0.0  # drawing the T3 plots, after the verdict was known
     total_ms: float = 0.0  # the whole grade() call
 
 
@@ -66,6 +67,7 @@ class Verdict(BaseModel):
     seed: int  # replays the run's random inputs with --seed
     tiers: list[TierResult] = Field(default_factory=list)  # T0..T3, in order
     artifacts: list[Artifact] = Field(default_factory=list)  # plots and metrics the submission produced
+    artifacts_pending: bool = False  # the plots are still being drawn: fetch the result again
     error: SubmissionError | None = None  # why grading stopped early, if it did
     timings: Timings = Field(default_factory=Timings)  # where the time went
     resources: Resources = Field(default_factory=Resources)  # what the sandboxed process used

@@ -8,6 +8,7 @@ could not complete, logged with its traceback and shown to the learner without i
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 import time
@@ -47,11 +48,47 @@ def _fixtures(fn: Callable, available: dict[str, Any]) -> dict[str, Any]:
     return {p: available[p] for p in params}
 
 
+class DeferredPlots:
+    """The experiment module as T3 tests see it under the judge.
+
+    ``run(impl, out_dir)`` runs the toy through the submission without drawing, and records the
+    metrics; the judge draws them with the module's ``plot(metrics, out_dir)`` once the verdict
+    is out, so the learner does not wait for matplotlib. Modules without ``plot`` draw at once.
+    """
+
+    def __init__(self, module: Any, ctx: Context):
+        self._module, self._ctx = module, ctx
+
+    def run(self, impl: Any, out_dir: Any = None, *args: Any, **kwargs: Any) -> Any:
+        plot = getattr(self._module, "plot", None)
+        if out_dir is None or plot is None:
+            return self._module.run(impl, out_dir, *args, **kwargs)
+        metrics = self._module.run(impl, None, *args, **kwargs)
+        self._ctx.pending_plots.append((plot, copy.deepcopy(metrics), out_dir))
+        return metrics
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._module, name)
+
+
+def draw_pending(ctx: Context) -> list[str]:
+    """Draw what T3 recorded; returns problems (a wrong submission's metrics may not plot)."""
+    problems = []
+    for plot, metrics, out_dir in ctx.pending_plots:
+        try:
+            plot(metrics, out_dir)
+        except Exception as e:  # noqa: BLE001 - a plot is a nicety; the verdict stands
+            log.warning("could not draw the plots of %s: %s", ctx.exercise, e)
+            problems.append(f"the plots could not be drawn from your metrics: {type(e).__name__}: {e}")
+    ctx.pending_plots.clear()
+    return problems
+
+
 def run_tiers(exercise: Exercise, sub: Any, ctx: Context, *, tiers: list[str],
               on_test: Callable[[str, TestResult], None] | None = None) -> tuple[list[TierResult], SubmissionFailure | None]:
     """Run the selected tiers; returns the results and the failure that stopped them, if any."""
     available = {"sub": sub, "ctx": ctx, "ref": exercise.ref, "oracle": exercise.oracle,
-                 "experiment": exercise.experiment}
+                 "experiment": DeferredPlots(exercise.experiment, ctx)}
     hide_messages = ctx.mode == "submit" and exercise.hidden_feedback == "name"
     results: list[TierResult] = []
     stopped: SubmissionFailure | None = None

@@ -185,6 +185,13 @@ class Store:
                        "finished_at = ? WHERE id = ?", (verdict_json, outcome, time.time(), sid))
             self._event(db, sid, "status", {"status": "done", "verdict": outcome})
 
+    def add_artifacts(self, sid: str, verdict_json: str) -> None:
+        """The verdict again, now listing the plots drawn after it was first stored."""
+        with self.write() as db:
+            db.execute("UPDATE submissions SET verdict = ? WHERE id = ? AND status = 'done'",
+                       (verdict_json, sid))
+            self._event(db, sid, "artifacts", {"ready": True})
+
     def fail(self, sid: str, message: str) -> None:
         with self.write() as db:
             self._fail(db, sid, message)

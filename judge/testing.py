@@ -49,6 +49,8 @@ class Context:
     out_dir: Path | None = None  # where T3 writes plots and metrics.json (None: write nothing)
     exercise: str = ""  # the exercise slug
     _memo: dict = field(default_factory=dict, repr=False)
+    # (plot, metrics, out_dir) the judge draws after the verdict (see runner.DeferredPlots)
+    pending_plots: list = field(default_factory=list, repr=False)
 
     def generator(self, salt: int = 0) -> torch.Generator:
         """A CPU generator seeded from the run's seed and ``salt`` (one per test keeps tests independent)."""

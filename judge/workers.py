@@ -157,9 +157,16 @@ class Worker:
         def on_test(tier: str, result) -> None:
             self.store.progress(job.id, {"tier": tier, **result.model_dump()})
 
+        answered = []
+
+        def on_verdict(early) -> None:  # the verdict is known; its plots are drawn next
+            if early.verdict != "error" and self.sandbox.alive:
+                self.store.finish(job.id, early.model_dump_json(), early.verdict)
+                answered.append(early)
+
         try:
             verdict = grade(ex, job.code, sandbox=self.sandbox, mode=job.mode, out_dir=out_dir,
-                            on_test=on_test)
+                            on_test=on_test, on_verdict=on_verdict)
         except Exception as e:  # noqa: BLE001 - grade() reports its own failures; this is a bug
             log.exception("grading %s failed", job.id)
             self.store.retry_or_fail(job.id, f"the judge failed while grading: {type(e).__name__}")
@@ -173,7 +180,10 @@ class Worker:
                 return
         for a in verdict.artifacts:  # the service's storage key: the URL it is served at
             a.path = f"/submissions/{job.id}/artifacts/{a.name}"
-        self.store.finish(job.id, verdict.model_dump_json(), verdict.verdict)
+        if answered:
+            self.store.add_artifacts(job.id, verdict.model_dump_json())
+        else:
+            self.store.finish(job.id, verdict.model_dump_json(), verdict.verdict)
         log.info("graded %s (%s, %s): %s in %.0f ms", job.id, job.exercise, job.mode, verdict.verdict,
                  (time.perf_counter() - t0) * 1000)
 
