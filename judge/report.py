@@ -30,6 +30,7 @@ def render(v: Verdict, *, out_dir: str | None = None) -> str:
         lines += ["", "  your program printed:"] + [f"    | {s}" for s in shown]
     t = v.timings
     lines += ["", f"  time: start-up {t.startup_ms:.0f} ms, load {t.load_ms:.0f} ms, grading "
-                  f"{t.grading_ms:.0f} ms; sandbox: {', '.join(v.sandbox) or 'none'}",
+                  f"{t.grading_ms:.0f} ms, plots {t.render_ms:.0f} ms; sandbox: "
+                  f"{', '.join(v.sandbox) or 'none'}",
               f"  replay with: --seed {v.seed} --mode {v.mode}"]
     return "\n".join(lines)

@@ -106,3 +106,17 @@ def test_in_process_grading_matches_the_sandbox(sandbox):
     b = grade(ex, src, sandbox=sandbox, seed=3)
     assert a.verdict == b.verdict == "accepted"
     assert [len(t.tests) for t in a.tiers] == [len(t.tests) for t in b.tiers]
+
+
+def test_the_verdict_comes_before_its_plots(sandbox, tmp_path):
+    ex = EXERCISES["glm5_mis"]
+    early = []
+    v = grade(ex, ex.solution_path.read_text(), sandbox=sandbox, out_dir=tmp_path,
+              on_verdict=lambda e: early.append((e, sorted(p.name for p in tmp_path.iterdir()))))
+    assert len(early) == 1
+    first, files_then = early[0]
+    assert first.verdict == v.verdict == "accepted" and first.artifacts_pending
+    assert first.artifacts == [] and files_then == []  # nothing drawn yet when the verdict is out
+    assert not v.artifacts_pending and v.timings.render_ms > 0
+    assert {a.name for a in v.artifacts} == {p.name for p in tmp_path.iterdir()}
+    assert any(a.media_type == "image/png" for a in v.artifacts)
