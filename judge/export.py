@@ -73,7 +73,8 @@ SRC="$AG/source"
 PY="${{JUDGE_PYTHON:-$AG/venv/bin/python}}"
 EXERCISE="exercises/{slug}"
 mkdir -p "$AG/results"
-WORK="$(mktemp -d /tmp/judge-grade.XXXXXX)"
+WORK="$(mktemp -d "${{TMPDIR:-/tmp}}/judge-grade.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
 chmod 755 "$WORK"
 SUB="$AG/submission/{submission_file}"
 if [ ! -f "$SUB" ]; then  # otherwise the only (or first) .py file the learner uploaded

@@ -484,7 +484,7 @@ def validate_exercise(folder: Path, *, sandbox, seed: int = DEFAULT_SEED,
         return rep
     g = _Grader(sandbox, seed)
     rep.checks.append(_check_spec(ex))
-    with tempfile.TemporaryDirectory(prefix=f"judge-validate-{ex.slug}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"validate-{ex.slug}-") as tmp:
         work = Path(tmp)
         checks, first = _check_reference(ex, g, work)
         rep.checks += checks
