@@ -59,6 +59,7 @@ def _gather_logp(z_lanes: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
 
 
 def run(impl, out_dir=None, seed: int = 0) -> dict:
+    """Train every (anchor, staleness) lane through impl; draw the plots when out_dir is given."""
     g = torch.Generator().manual_seed(seed)
     K = len(STALENESS)
     reward = torch.tensor(REWARD, dtype=DTYPE)
@@ -135,22 +136,46 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
             "final_p_best": [float(p) for p in p_best],
         }
 
+    # what rollout_ratio_trace.png draws: the max ratio pi_theta / pi_rollout per step and lane
+    metrics["rollout_ratio_trace"] = state["rollout"]["ratio_trace"]
+
     if out_dir is not None:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
-        _plot(out, metrics, state)
+        plot(metrics, out_dir)
     return metrics
 
 
-def _plot(out: Path, metrics: dict, state: dict) -> None:
+def plot(metrics: dict, out_dir) -> list[str]:
+    """Draw the PNGs and write metrics.json into out_dir from the metrics alone; returns the names."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    written = ["metrics.json"]
+    for name, size, draw in (("clip_fraction_and_weights.png", (8, 3.2), _draw_clip_and_weights),
+                             ("rollout_ratio_trace.png", (5, 3.2), _draw_ratio_trace)):
+        fig = plt.figure(figsize=size)
+        try:
+            draw(fig, metrics)
+            fig.savefig(out / name, dpi=80)
+        except Exception as e:  # noqa: BLE001 - odd metrics (a wrong solution's) still get a figure
+            fig.clf()
+            fig.text(0.5, 0.5, f"could not draw {name}:\n{type(e).__name__}: {e}", ha="center",
+                     va="center", fontsize=8, wrap=True)
+            fig.savefig(out / name, dpi=80)
+        finally:
+            plt.close(fig)
+        written.append(name)
+    return written
+
+
+def _draw_clip_and_weights(fig, metrics: dict) -> None:
     ks = metrics["staleness"]
-    lo, hi = metrics["band"]
-    fig, ax = plt.subplots(1, 2, figsize=(8, 3.2))
+    lo, hi = 1.0 - EPS_LOW, 1.0 + EPS_HIGH
+    ax = fig.subplots(1, 2)
+    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.15, top=0.9, wspace=0.22)
     for anchor, mk in (("old", "o-"), ("rollout", "s-")):
         ax[0].plot(ks, metrics[anchor]["clip_frac"], mk, label=f'anchor "{anchor}"')
     ax[0].set_xlabel("sampler staleness k (steps)")
@@ -169,20 +194,18 @@ def _plot(out: Path, metrics: dict, state: dict) -> None:
     ax[1].set_xlabel("sampler staleness k (steps)")
     ax[1].set_title("weights (markers) vs raw ratios (bars)")
     ax[1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "clip_fraction_and_weights.png", dpi=80)
-    plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    for j, k in enumerate(ks):
-        ax.plot(state["rollout"]["ratio_trace"][j], label=f"k={k}")
-    ax.axhline(hi, ls="--", c="gray")
+
+def _draw_ratio_trace(fig, metrics: dict) -> None:
+    ax = fig.subplots()
+    fig.subplots_adjust(left=0.14, right=0.97, bottom=0.15, top=0.95)
+    for k, trace in zip(metrics["staleness"], metrics["rollout_ratio_trace"]):
+        ax.plot(trace, label=f"k={k}")
+    ax.axhline(1.0 + EPS_HIGH, ls="--", c="gray")
     ax.set_xlabel("training step")
     ax.set_ylabel("max ratio pi_theta / pi_rollout")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "rollout_ratio_trace.png", dpi=80)
-    plt.close(fig)
+    if metrics["rollout_ratio_trace"]:
+        ax.legend(fontsize=7)
 
 
 def _load(path: str):

@@ -107,7 +107,7 @@ def clamped_bandit() -> dict:
 
 
 def run(impl, out_dir=None, seed: int = 0) -> dict:
-    """Run the sweep and the bandit through ``impl``; write plots and metrics.json to ``out_dir``.
+    """Run the sweep and the bandit through ``impl``; draw the plots when ``out_dir`` is given.
 
     The toy is deterministic: ``seed`` is accepted for the common interface and not used.
     """
@@ -116,56 +116,74 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
     clamp = clamped_bandit()
     metrics = {**sweep, **{f"bandit_{k}": v for k, v in bandit.items()},
                "clamp_final_p_best": clamp["final_p_best"],
-               "clamp_zero_grad_updates": clamp["zero_grad_updates"]}
+               "clamp_zero_grad_updates": clamp["zero_grad_updates"],
+               "clamp_p_best": clamp["p_best"]}  # the comparison curve bandit.png draws
     if out_dir is not None:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        _plot(out, sweep, bandit, clamp)
-        (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
+        plot(metrics, out_dir)
     return metrics
 
 
-def _plot(out: Path, sweep: dict, bandit: dict, clamp: dict) -> None:
+def plot(metrics: dict, out_dir) -> list[str]:
+    """Draw sweep.png and bandit.png and write metrics.json from the metrics alone; returns the names."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    written = ["metrics.json"]
+    for name, draw in (("sweep.png", _draw_sweep), ("bandit.png", _draw_bandit)):
+        fig = plt.figure(figsize=(8, 3))
+        try:
+            draw(fig, metrics)
+            fig.savefig(out / name, dpi=72)
+        except Exception as e:  # noqa: BLE001 - odd metrics (a wrong solution's) still get a figure
+            fig.clf()
+            fig.text(0.5, 0.5, f"could not draw {name}:\n{type(e).__name__}: {e}", ha="center",
+                     va="center", fontsize=8, wrap=True)
+            fig.savefig(out / name, dpi=72)
+        finally:
+            plt.close(fig)
+        written.append(name)
+    return written
+
+
+def _draw_sweep(fig, m: dict) -> None:
     lo, hi = 1 - CLIP_LOW, 1 + CLIP_HIGH
-    fig, ax = plt.subplots(1, 2, figsize=(8, 3))
-    r = sweep["sweep_ratios"]
+    ax = fig.subplots(1, 2)
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.9, wspace=0.25)
+    r = m["sweep_ratios"]
     for a in ax:
         a.axvspan(lo, hi, color="0.92")
         a.set_xlabel("ratio r = exp(logp - rollout_logp)")
-    ax[0].plot(r, sweep["sweep_clamped"], "--", color="0.5", label="clamp(r, 0.8, 1.2)")
-    ax[0].plot(r, sweep["sweep_weights"], color="C0", label="your masked_is_weights")
+    ax[0].plot(r, m["sweep_clamped"], "--", color="0.5", label="clamp(r, 0.8, 1.2)")
+    ax[0].plot(r, m["sweep_weights"], color="C0", label="your masked_is_weights")
     ax[0].set_ylabel("weight")
     ax[0].legend(fontsize=7)
-    ax[1].plot(r, sweep["sweep_grad"], color="C1")
+    ax[1].plot(r, m["sweep_grad"], color="C1")
     ax[1].set_ylabel("-N dL/dlogp  (A = 1)")
     ax[1].set_title("gradient your loss sends", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "sweep.png", dpi=72)
-    plt.close(fig)
 
-    fig, ax = plt.subplots(1, 2, figsize=(8, 3))
-    steps = list(range(UPDATES + 1))
-    ax[0].plot(steps, bandit["p_best"], "o-", ms=3, label="your rule")
-    ax[0].plot(steps, clamp["p_best"], "--", color="0.5", label="clamp instead of zero")
+
+def _draw_bandit(fig, m: dict) -> None:
+    ax = fig.subplots(1, 2)
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.95, wspace=0.25)
+    ax[0].plot(m["bandit_p_best"], "o-", ms=3, label="your rule")
+    ax[0].plot(m["clamp_p_best"], "--", color="0.5", label="clamp instead of zero")
     ax[0].set_xlabel("update")
     ax[0].set_ylabel("P(best action)")
     ax[0].legend(fontsize=7)
-    ax[1].bar(range(UPDATES), bandit["retained_mass"], color="C0")
-    for k in bandit["zero_grad_steps"]:
+    retained = m["bandit_retained_mass"]
+    ax[1].bar(range(len(retained)), retained, color="C0")
+    for k in m["bandit_zero_grad_steps"]:
         ax[1].plot([k], [0.02], "rx")
     ax[1].set_xlabel("update (x: exactly zero gradient)")
     ax[1].set_ylabel("rollout mass retained")
     for a in ax:
         for k in range(0, UPDATES, REFRESH_EVERY):
             a.axvline(k, color="0.85", lw=0.8, zorder=0)
-    fig.tight_layout()
-    fig.savefig(out / "bandit.png", dpi=72)
-    plt.close(fig)
 
 
 def _load(path: str):

@@ -108,7 +108,8 @@ def _train(impl, seed: int) -> list[dict]:
 
 
 def run(impl, out_dir=None, seed: int = 0) -> dict:
-    """Train with std normalisation and without; return JSON-serialisable metrics."""
+    """Train with std normalisation and without; return JSON-serialisable metrics (and draw
+    the plots when out_dir is given)."""
     std, nostd = _train(impl, seed)
     later = [f for row in std["clip_frac"] for f in row[1:]]
     metrics = {
@@ -131,19 +132,36 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
         "nostd_zero_grad_epochs": nostd["zero_grad_epochs"],
     }
     if out_dir is not None:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
-        _plot(metrics, out)
+        plot(metrics, out_dir)
     return metrics
 
 
-def _plot(m: dict, out: Path) -> None:
+def plot(metrics: dict, out_dir) -> list[str]:
+    """Draw bandit.png and write metrics.json from the metrics alone; returns the names written."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(1, 2, figsize=(8, 3))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    fig = plt.figure(figsize=(8, 3))
+    try:
+        _draw_bandit(fig, metrics)
+        fig.savefig(out / "bandit.png", dpi=72)
+    except Exception as e:  # noqa: BLE001 - odd metrics (a wrong solution's) still get a figure
+        fig.clf()
+        fig.text(0.5, 0.5, f"could not draw bandit.png:\n{type(e).__name__}: {e}", ha="center",
+                 va="center", fontsize=8, wrap=True)
+        fig.savefig(out / "bandit.png", dpi=72)
+    finally:
+        plt.close(fig)
+    return ["metrics.json", "bandit.png"]
+
+
+def _draw_bandit(fig, m: dict) -> None:
+    ax = fig.subplots(1, 2)
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.95, wspace=0.25)
     ax[0].plot(m["p_best"], label="GRPO (std-normalised)")
     ax[0].plot(m["nostd_p_best"], label="no std (R - mean)")
     ax[0].axhline(0.9, color="grey", lw=0.5, ls="--")
@@ -152,14 +170,12 @@ def _plot(m: dict, out: Path) -> None:
     ax[0].set_ylim(0, 1)
     ax[0].legend(fontsize=7)
     cf = m["clip_frac"]
-    for e in range(len(cf[0])):
-        ax[1].plot([row[e] for row in cf], label=f"epoch {e + 1}")
+    for e in range(len(cf[0]) if cf else 0):
+        ax[1].plot([row[e] if e < len(row) else float("nan") for row in cf], label=f"epoch {e + 1}")
     ax[1].set_xlabel("iteration")
     ax[1].set_ylabel("clip fraction")
-    ax[1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "bandit.png", dpi=72)
-    plt.close(fig)
+    if cf:
+        ax[1].legend(fontsize=7)
 
 
 def _load(path: str):

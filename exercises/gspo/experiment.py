@@ -66,25 +66,50 @@ def _token_ppo_grad(logp, old, adv, mask, clip_eps=CLIP_EPS):
     return x.grad.detach()
 
 
-def _plots(out_dir: Path, m: dict) -> None:
+def plot(metrics: dict, out_dir) -> list[str]:
+    """Draw the three PNGs and write metrics.json from the metrics alone; returns the names."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    written = ["metrics.json"]
+    for name, size, draw in (("ratios.png", (4.5, 3), _draw_ratios),
+                             ("gradients.png", (6, 2.8), _draw_gradients),
+                             ("surrogate.png", (6, 2.8), _draw_surrogate)):
+        fig = plt.figure(figsize=size)
+        try:
+            draw(fig, metrics)
+            fig.savefig(out / name, dpi=80)
+        except Exception as e:  # noqa: BLE001 - odd metrics (a wrong solution's) still get a figure
+            fig.clf()
+            fig.text(0.5, 0.5, f"could not draw {name}:\n{type(e).__name__}: {e}", ha="center",
+                     va="center", fontsize=8, wrap=True)
+            fig.savefig(out / name, dpi=80)
+        finally:
+            plt.close(fig)
+        written.append(name)
+    return written
+
+
+def _draw_ratios(fig, m: dict) -> None:
     names = ["resp 1 (A=+1)", "resp 2 (A=+2)", "resp 3 (A=-1)"]
-    fig, ax = plt.subplots(figsize=(4.5, 3))
+    ax = fig.subplots()
+    ratios = m["ratios"]
     colors = ["tab:red" if c else "tab:blue" for c in m["clipped"]]
-    ax.bar(range(3), m["ratios"], color=colors)
+    ax.bar(range(len(ratios)), ratios, color=colors if len(colors) == len(ratios) else "tab:blue")
     ax.axhspan(1 - CLIP_EPS, 1 + CLIP_EPS, color="grey", alpha=0.2, label="clip band [0.8, 1.2]")
     ax.set_xticks(range(3), names, fontsize=7)
     ax.set_ylabel("sequence ratio s_i")
     ax.set_title(f"your s_i (red: clipped), clip fraction {m['clip_fraction']:.3f}", fontsize=8)
     ax.legend(fontsize=7)
     fig.subplots_adjust(left=0.14, right=0.97, bottom=0.12, top=0.9)
-    fig.savefig(out_dir / "ratios.png", dpi=80)
-    plt.close(fig)
 
-    fig, axes = plt.subplots(1, 2, figsize=(6, 2.8))
+
+def _draw_gradients(fig, m: dict) -> None:
+    axes = fig.subplots(1, 2)
     for ax, key, title in ((axes[0], "grad", "your GSPO d loss/d logp"),
                            (axes[1], "token_ppo_grad", "token-level PPO (contrast)")):
         g = m[key]
@@ -96,10 +121,10 @@ def _plots(out_dir: Path, m: dict) -> None:
         ax.set_xticks([0, 1], ["tok 1", "tok 2"], fontsize=7)
         ax.set_yticks([0, 1, 2], ["resp 1", "resp 2", "resp 3"], fontsize=7)
     fig.colorbar(im, ax=axes, shrink=0.8)
-    fig.savefig(out_dir / "gradients.png", dpi=80)
-    plt.close(fig)
 
-    fig, axes = plt.subplots(1, 2, figsize=(6, 2.8))
+
+def _draw_surrogate(fig, m: dict) -> None:
+    axes = fig.subplots(1, 2)
     sw = m["sweep"]
     for ax, key, title in ((axes[0], "objective", "J(s) = min(sA, clip(s)A)"),
                            (axes[1], "grad_logp", "dJ/dlogp (1 token)")):
@@ -111,12 +136,11 @@ def _plots(out_dir: Path, m: dict) -> None:
         ax.set_title(title, fontsize=8)
         ax.legend(fontsize=7)
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.9, wspace=0.25)
-    fig.savefig(out_dir / "surrogate.png", dpi=80)
-    plt.close(fig)
 
 
 def run(impl, out_dir=None, seed: int = 0) -> dict:
-    """Run the diagnostic through ``impl`` (any object with sequence_ratio and gspo_loss).
+    """Run the diagnostic through ``impl`` (any object with sequence_ratio and gspo_loss); draw
+    the plots when ``out_dir`` is given.
 
     ``seed`` is accepted for the common interface; the toy is analytic and deterministic.
     """
@@ -152,10 +176,7 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
         "sweep": sweep,
     }
     if out_dir is not None:
-        out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
-        _plots(out_dir, metrics)
+        plot(metrics, out_dir)
     return metrics
 
 

@@ -44,6 +44,7 @@ def _toy(seed: int):
 
 
 def run(impl, out_dir=None, seed: int = 0) -> dict:
+    """Run the noisy-sampler toy through impl; draw the plots when out_dir is given."""
     x, u, w_expert, eps, probe = _toy(seed)
     idx_train = torch.topk(u, K, dim=-1).indices  # the trainer's own route
     y_recompute = impl.moe_replay_forward(x, u, idx_train, w_expert, score_function="softmax")
@@ -86,28 +87,67 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
     m["router_grad_selected_norm"] = float(grad[selected].norm())
     m["router_grad_unselected_max"] = float(grad[~selected].abs().max())
 
+    # what the middle panel of r3_toy.png draws: histograms of log10 per-token errors at the largest sigma
+    m["error_hist"] = _error_hist(*per_token[SIGMAS[-1]])
+
     if out_dir is not None:
-        _write(Path(out_dir), m, per_token)
+        plot(m, out_dir)
     return m
 
 
-def _write(out: Path, m: dict, per_token: dict) -> None:
+def _error_hist(err_rec: torch.Tensor, err_rep: torch.Tensor, flipped: torch.Tensor, bins: int = 30) -> dict:
+    """Counts of log10(max(error, 1e-6)) for recompute and replay over shared bins (non-finite dropped)."""
+    logs = [e.clamp_min(1e-6).log10() for e in (err_rec, err_rep)]
+    logs = [v[torch.isfinite(v)] for v in logs]
+    both = torch.cat(logs)
+    lo, hi = (float(both.min()), float(both.max())) if both.numel() else (-6.0, 0.0)
+    if hi <= lo:
+        lo, hi = lo - 0.5, hi + 0.5
+    edges = torch.linspace(lo, hi, bins + 1, dtype=torch.float64)
+    counts = [torch.histc(v, bins=bins, min=lo, max=hi).long().tolist() for v in logs]
+    return {"sigma": SIGMAS[-1], "edges": edges.tolist(), "recompute": counts[0], "replay": counts[1],
+            "flipped": int(flipped.sum())}
+
+
+def plot(metrics: dict, out_dir) -> list[str]:
+    """Draw r3_toy.png and write metrics.json from the metrics alone; returns the names written."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    fig = plt.figure(figsize=(13, 3.6))
+    try:
+        _draw(fig, metrics)
+        fig.savefig(out / "r3_toy.png", dpi=64)
+    except Exception as e:  # noqa: BLE001 - odd metrics (a wrong solution's) still get a figure
+        fig.clf()
+        fig.text(0.5, 0.5, f"could not draw r3_toy.png:\n{type(e).__name__}: {e}", ha="center",
+                 va="center", fontsize=8, wrap=True)
+        fig.savefig(out / "r3_toy.png", dpi=64)
+    finally:
+        plt.close(fig)
+    return ["metrics.json", "r3_toy.png"]
+
+
+def _draw(fig, m: dict) -> None:
     import matplotlib.ticker
 
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(m, indent=2))
-    s = [v for v in m["sigmas"] if v > 0]
-    pick = lambda key: [v for sg, v in zip(m["sigmas"], m[key]) if sg > 0]  # noqa: E731
+    s = [v for v in SIGMAS if v > 0]
 
-    fig, ax = plt.subplots(1, 3, figsize=(13, 3.6))
-    ax[0].loglog(s, pick("recompute_err_max"), "o-", color="C3", label="recompute, max")
-    ax[0].loglog(s, pick("recompute_err_mean"), "o--", color="C3", label="recompute, mean")
-    ax[0].loglog(s, pick("replay_err_max"), "s-", color="C0", label="replay (R3), max")
-    ax[0].loglog(s, pick("replay_err_mean"), "s--", color="C0", label="replay (R3), mean")
+    def pick(key):  # (sigma, value) for sigma > 0, as two lists
+        pairs = [(sg, v) for sg, v in zip(SIGMAS, m[key]) if sg > 0]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+
+    ax = fig.subplots(1, 3)
+    fig.subplots_adjust(left=0.05, right=0.99, bottom=0.15, top=0.91, wspace=0.25)
+    ax[0].loglog(*pick("recompute_err_max"), "o-", color="C3", label="recompute, max")
+    ax[0].loglog(*pick("recompute_err_mean"), "o--", color="C3", label="recompute, mean")
+    ax[0].loglog(*pick("replay_err_max"), "s-", color="C0", label="replay (R3), max")
+    ax[0].loglog(*pick("replay_err_mean"), "s--", color="C0", label="replay (R3), mean")
     ax[0].set_xticks(s)
     ax[0].set_xticklabels([f"{v:g}" for v in s], fontsize=7)
     ax[0].xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
@@ -115,20 +155,20 @@ def _write(out: Path, m: dict, per_token: dict) -> None:
     ax[0].set_ylabel("||y_trainer - y_sampler||")
     ax[0].set_title("output mismatch per token")
     ax[0].legend(fontsize=7)
-    err_rec, err_rep, flipped = per_token[m["sigmas"][-1]]
-    floor = 1e-6
-    ax[1].hist([err_rec.clamp_min(floor).log10().tolist(), err_rep.clamp_min(floor).log10().tolist()],
-               bins=30, label=["recompute", "replay"], color=["C3", "C0"])
-    ax[1].set_xlabel(f"log10 error at sigma={m['sigmas'][-1]} ({int(flipped.sum())} of {m['N']} flipped)")
+    h = m["error_hist"]
+    edges = h["edges"]
+    width = [(b - a) / 2 for a, b in zip(edges, edges[1:])]
+    if all(math.isfinite(e) for e in edges):
+        ax[1].bar(edges[:-1], h["recompute"], width=width, align="edge", color="C3", label="recompute")
+        ax[1].bar([a + w for a, w in zip(edges, width)], h["replay"], width=width, align="edge",
+                  color="C0", label="replay")
+        ax[1].legend(fontsize=7)
+    ax[1].set_xlabel(f"log10 error at sigma={h['sigma']} ({h['flipped']} of {m['N']} flipped)")
     ax[1].set_title("per-token errors")
-    ax[1].legend(fontsize=7)
-    ax[2].plot(m["sigmas"], [100 * f for f in m["flip_frac"]], "o-")
+    ax[2].plot(SIGMAS[:len(m["flip_frac"])], [100 * f for f in m["flip_frac"]], "o-")
     ax[2].set_xlabel("sampler logit noise sigma")
     ax[2].set_ylabel("% tokens whose top-k set flips")
     ax[2].set_title(f"route flips (N={m['N']}, E={m['E']}, k={m['k']})")
-    fig.tight_layout()
-    fig.savefig(out / "r3_toy.png", dpi=64)
-    plt.close(fig)
 
 
 def _load(path: str):

@@ -71,7 +71,8 @@ def _run(step, z0, q):
 
 
 def run(impl, out_dir=None, seed=0):
-    """Run the drift toy through `impl.sc_policy_loss`; return the metrics (seed is unused: exact)."""
+    """Run the drift toy through `impl.sc_policy_loss`; return the metrics (seed is unused: exact)
+    and draw the plots when out_dir is given."""
     z0 = torch.tensor(Z0, dtype=D)
     log_q = torch.log_softmax(z0 + torch.tensor(DQ, dtype=D), -1)
     q = log_q.exp()
@@ -93,31 +94,46 @@ def run(impl, out_dir=None, seed=0):
         metrics[f"{name}_drift_curve"] = drift
         metrics[f"{name}_kl_curve"] = kl
     if out_dir is not None:
-        _write(metrics, curves, Path(out_dir))
+        plot(metrics, out_dir)
     return metrics
 
 
-def _write(metrics, curves, out):
+def plot(metrics: dict, out_dir) -> list[str]:
+    """Draw drift.png and write metrics.json from the metrics alone; returns the names written."""
+    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    fig = plt.figure(figsize=(8, 3.2))
+    try:
+        _draw(fig, metrics)
+        fig.savefig(out / "drift.png", dpi=72)
+    except Exception as e:  # noqa: BLE001 - odd metrics (a wrong solution's) still get a figure
+        fig.clf()
+        fig.text(0.5, 0.5, f"could not draw drift.png:\n{type(e).__name__}: {e}", ha="center",
+                 va="center", fontsize=8, wrap=True)
+        fig.savefig(out / "drift.png", dpi=72)
+    finally:
+        plt.close(fig)
+    return ["metrics.json", "drift.png"]
+
+
+def _draw(fig, metrics):
     labels = {"none": "no centring", "sc_k6": "SC, head = vocabulary", "sc_k4": "SC, top-4 head",
               "sc_k2": "SC, top-2 head"}
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
-    for name, (drift, kl) in curves.items():
-        axes[0].plot(drift, label=labels.get(name, name))
-        axes[1].plot(kl, label=labels.get(name, name))
+    axes = fig.subplots(1, 2)
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.15, top=0.9, wspace=0.2)
+    for name in ["none"] + [f"sc_k{k}" for k in HEADS]:
+        axes[0].plot(metrics[f"{name}_drift_curve"], label=labels.get(name, name))
+        axes[1].plot(metrics[f"{name}_kl_curve"], label=labels.get(name, name))
     axes[0].set_title("logit drift ||z_t - z_0||, A = 1")
     axes[1].set_title("KL(q || p_t)")
     for ax in axes:
         ax.set_xlabel("step")
     axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "drift.png", dpi=72)
-    plt.close(fig)
 
 
 def _load(path):

@@ -37,6 +37,7 @@ DELTA = [0.0, 0.3, -0.2, 0.0, -1.0, -1.5]
 REWARD = [1.0, 0.0, 0.0, 1.0, 0.0, 1.0]
 CONTRAST_RHO = [0.3, 0.5, 1.0, 2.0, 4.0]
 ESTIMATORS = ("none", "tis", "icepop", "is")
+SWEEP_RHO = (0.1, 6.0, 120)  # weights.png: rho from 0.1 to 6, log-spaced, 120 points
 # The bounds with which YOUR tis functions produce each estimator (IcePop is computed here).
 IMPL_BOUNDS = {"none": (1.0, 1.0), "tis": (0.0, 2.0), "is": (0.0, 1e6)}
 
@@ -87,7 +88,7 @@ def _stats(q, p0, f, g):
 
 
 def run(impl, out_dir=None, seed=0) -> dict:
-    """Bias/variance table through ``impl``; writes plots and metrics.json when out_dir is given."""
+    """Bias/variance table through ``impl``; draws the plots when out_dir is given."""
     del seed  # exact enumeration: nothing is random
     z0, p0, q, adv, f = _toy()
     old, rollout = torch.log(p0), torch.log(q)
@@ -137,51 +138,74 @@ def run(impl, out_dir=None, seed=0) -> dict:
                         "loss_expected": expected,
                         "loss_if_divided_by_sum_w": float(-(w_tis * a_tok).sum() / sum_w)},
     }
+    # what weights.png draws: your weights over a log-spaced rho sweep
+    s_rho = torch.logspace(math.log10(SWEEP_RHO[0]), math.log10(SWEEP_RHO[1]), SWEEP_RHO[2], dtype=F64)
+    s_w = impl.tis_weights(torch.log(s_rho)[None], torch.zeros(1, SWEEP_RHO[2], dtype=F64),
+                           torch.ones(1, SWEEP_RHO[2], dtype=torch.bool))[0].to(F64)
+    metrics["sweep"] = {"rho": s_rho.tolist(), "tis": s_w.tolist()}
     if out_dir is not None:
-        _write(impl, metrics, Path(out_dir))
+        plot(metrics, out_dir)
     return metrics
 
 
-def _write(impl, metrics: dict, out: Path) -> None:
+def plot(metrics: dict, out_dir) -> list[str]:
+    """Draw bias_variance.png and weights.png and write metrics.json from the metrics alone."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    written = ["metrics.json"]
+    for name, size, draw in (("bias_variance.png", (8, 3.2), _draw_bias_variance),
+                             ("weights.png", (5, 3.2), _draw_weights)):
+        fig = plt.figure(figsize=size)
+        try:
+            draw(fig, metrics)
+            fig.savefig(out / name, dpi=72)
+        except Exception as e:  # noqa: BLE001 - odd metrics (a wrong solution's) still get a figure
+            fig.clf()
+            fig.text(0.5, 0.5, f"could not draw {name}:\n{type(e).__name__}: {e}", ha="center",
+                     va="center", fontsize=8, wrap=True)
+            fig.savefig(out / name, dpi=72)
+        finally:
+            plt.close(fig)
+        written.append(name)
+    return written
 
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+
+def _draw_bias_variance(fig, metrics: dict) -> None:
+    axes = fig.subplots(1, 2)
+    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.1, top=0.82, wspace=0.25)
     names = list(ESTIMATORS)
     for ax, key, title in ((axes[0], "bias_norm", "||bias|| = ||E_q[w f] - E_p0[f]||"),
                            (axes[1], "variance", "trace Cov_q(w f)")):
         vals = [metrics[key][n] for n in names]
         ax.bar(names, vals, color=["0.6", "tab:blue", "tab:orange", "tab:green"])
         for i, v in enumerate(vals):
-            ax.text(i, v, f"{v:.4f}", ha="center", va="bottom", fontsize=7)
+            if math.isfinite(v):
+                ax.text(i, v, f"{v:.4f}", ha="center", va="bottom", fontsize=7)
         ax.set_title(title, fontsize=9)
     fig.suptitle("6-action toy, exact expectations (tis/none/is through your code)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(out / "bias_variance.png", dpi=72)
-    plt.close(fig)
 
+
+def _draw_weights(fig, metrics: dict) -> None:
     # rho sweep: your TIS weights against IcePop and GLM-5 strict.
-    rho = torch.logspace(math.log10(0.1), math.log10(6.0), 120, dtype=F64)
-    w = impl.tis_weights(torch.log(rho)[None], torch.zeros(1, 120, dtype=F64),
-                         torch.ones(1, 120, dtype=torch.bool))[0].to(F64)
-    fig, ax = plt.subplots(figsize=(5, 3.2))
+    rho, w = metrics["sweep"]["rho"], metrics["sweep"]["tis"]
+    ax = fig.subplots()
+    fig.subplots_adjust(left=0.12, right=0.97, bottom=0.15, top=0.95)
     ax.plot(rho, w, label="your TIS clamp(rho, 0, 2)", lw=2)
-    ax.plot(rho, _icepop(rho), "--", label="IcePop rho 1[.5 <= rho <= 2]")
-    ax.plot(rho, _strict(rho), "-.", lw=1, label="GLM-5 strict (.5, 2)")
+    ax.plot(rho, [r if 0.5 <= r <= 2.0 else 0.0 for r in rho], "--", label="IcePop rho 1[.5 <= rho <= 2]")
+    ax.plot(rho, [r if 0.5 < r < 2.0 else 0.0 for r in rho], "-.", lw=1, label="GLM-5 strict (.5, 2)")
     ax.plot(rho, rho, ":", color="0.5", label="full IS")
     ax.scatter(metrics["rho"], metrics["weights"]["tis"], s=14, color="k", zorder=3,
                label="toy actions")
     ax.set_xscale("log")
+    ax.set_xlim(0.9 * SWEEP_RHO[0], 1.1 * SWEEP_RHO[1])  # fixed: odd weights cannot break the axis
     ax.set_xlabel("rho = p0 / q")
     ax.set_ylabel("weight")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "weights.png", dpi=72)
-    plt.close(fig)
 
 
 def _load(path: str):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 from judge.testing import Feedback, memo
@@ -56,8 +55,3 @@ def test_bandit(sub, ref, experiment, ctx):
                 "nostd_zero_grad_epochs"):
         if mine[key] != want[key]:
             raise Feedback(f"{key}: expected {want[key]}, got {mine[key]}")
-
-    if ctx.out_dir is not None:
-        saved = json.loads((ctx.out_dir / "metrics.json").read_text())
-        if saved["final_p_best"] != mine["final_p_best"]:
-            raise Feedback("metrics.json does not match the metrics the experiment returned")
