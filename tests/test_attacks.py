@@ -143,17 +143,27 @@ class TestAttacks:
         assert v.error.kind == "missing_function" and "offpolicy_loss" in v.error.message
 
 
-def sandbox_processes() -> list[int]:
-    """Processes of the sandbox uid (as root) still alive."""
-    out = []
+def sandbox_processes(zygote_pid: int) -> list[int]:
+    """Processes of the sandbox uid (as root) still alive below this zygote (other sandboxes,
+    e.g. a service's spare children, are not ours to count)."""
+    parent, uid = {}, {}
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if (d / "status").read_text().split("Uid:")[1].split()[0] == "65534":
-                    out.append(int(d.name))
-            except (OSError, IndexError):
+                status = (d / "status").read_text()
+                parent[int(d.name)] = int(status.split("PPid:")[1].split()[0])
+                uid[int(d.name)] = status.split("Uid:")[1].split()[0]
+            except (OSError, IndexError, ValueError):
                 pass
-    return out
+
+    def below(pid: int) -> bool:
+        while pid > 1:
+            pid = parent.get(pid, 0)
+            if pid == zygote_pid:
+                return True
+        return False
+
+    return [p for p, u in uid.items() if u == "65534" and below(p)]
 
 
 @pytest.mark.usefixtures("then_reference_is_graded")
@@ -235,10 +245,10 @@ class TestMoreAttacks:
         run_attack("sleep_forever", sandbox)
         import time
         for _ in range(50):
-            if not sandbox_processes():
+            if not sandbox_processes(sandbox.proc.pid):
                 break
             time.sleep(0.1)
-        assert sandbox_processes() == []
+        assert sandbox_processes(sandbox.proc.pid) == []
 
 
 SECRET = "judge-test-secret-7f3a9c"
