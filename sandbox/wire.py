@@ -77,7 +77,7 @@ def type_name(x: Any) -> str:
 
 
 def encode(value: Any, blobs: list[bytes], *, depth: int = 0) -> Any:
-    """Encode a value tree; tensors append their bytes to ``blobs``."""
+    """Encode a value tree; each tensor appends its bytes and their padding to ``blobs``."""
     if depth > MAX_DEPTH:
         raise WireError("value nested too deeply")
     if isinstance(value, torch.Tensor):
@@ -101,43 +101,52 @@ def _safe_repr(value: Any) -> str:
         return "<unrepresentable>"
 
 
-def _encode_tensor(t: torch.Tensor, blobs: list[bytes]) -> dict:
-    kind = type(t)
-    with torch._C.DisableTorchFunctionSubclass():
-        plain = torch.Tensor.detach(t)
-        if plain.dtype not in _DTYPE_NAMES:
-            raise WireError(f"unsupported tensor dtype {plain.dtype}")
+ALIGN = 8  # each blob starts on an 8-byte boundary, so tensors can view the payload in place
+_ITEMSIZE = {name: torch.empty((), dtype=dt).element_size() for name, dt in DTYPES.items()}
+_PAD = [b"\0" * k for k in range(ALIGN)]
+
+
+def _encode_tensor(t: torch.Tensor, blobs: list) -> dict:
+    if type(t) is torch.Tensor:
+        plain = t.detach()
+        sub = None
+    else:  # a Tensor subclass: reported, never trusted; its methods are not called
+        with torch._C.DisableTorchFunctionSubclass():
+            plain = torch.Tensor.detach(t)
+        sub = type_name(t)
+    name = _DTYPE_NAMES.get(plain.dtype)
+    if name is None:
+        raise WireError(f"unsupported tensor dtype {plain.dtype}")
+    if plain.device.type != "cpu" or not plain.is_contiguous():
         plain = plain.cpu().contiguous()
-        raw = plain.reshape(-1).view(torch.uint8).numpy().tobytes() if plain.numel() else b""
-        node = {
-            "T": len(blobs),
-            "dtype": _DTYPE_NAMES[plain.dtype],
-            "shape": list(plain.shape),
-            "rg": bool(t.requires_grad),  # requires_grad
-            "gf": t.grad_fn is not None,  # part of an autograd graph
-        }
-    if kind is not torch.Tensor:
-        node["sub"] = type_name(t)  # a Tensor subclass: reported, never trusted
+    node = {"T": len(blobs) // 2, "dtype": name, "shape": list(plain.shape),
+            "rg": t.requires_grad,  # requires_grad
+            "gf": t.grad_fn is not None}  # part of an autograd graph
+    if sub:
+        node["sub"] = sub
+    n = plain.numel() * _ITEMSIZE[name]
+    raw = memoryview(plain.reshape(-1).view(torch.uint8).numpy()) if n else b""
     blobs.append(raw)
+    blobs.append(_PAD[-n % ALIGN])  # padding: an empty bytes object when already aligned
     return node
 
 
 def tensor_nbytes(node: dict) -> int:
-    dtype = DTYPES.get(node.get("dtype"))
+    size = _ITEMSIZE.get(node.get("dtype"))
     shape = node.get("shape")
-    if dtype is None or type(shape) is not list or len(shape) > 8 \
+    if size is None or type(shape) is not list or len(shape) > 8 \
             or not all(type(s) is int and 0 <= s <= MAX_PAYLOAD for s in shape):
         raise WireError("bad tensor node")
-    return math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    return math.prod(shape) * size
 
 
 def blob_table(header_tensors: list[dict], payload: bytearray) -> list[tuple[int, int]]:
-    """Byte ranges of the blobs, in order, validated against the payload size."""
+    """Byte ranges of the blobs, in order (each padded to ALIGN), checked against the payload."""
     ranges, pos = [], 0
     for node in header_tensors:
         n = tensor_nbytes(node)
         ranges.append((pos, n))
-        pos += n
+        pos += n + (-n % ALIGN)
     if pos != len(payload):
         raise WireError(f"payload holds {len(payload)} bytes, the header describes {pos}")
     return ranges
@@ -164,8 +173,10 @@ class Message:
         dtype = DTYPES[node["dtype"]]
         if n == 0:
             return torch.empty(node["shape"], dtype=dtype)
-        buf = bytearray(self.payload[start:start + n])
-        return torch.frombuffer(buf, dtype=torch.uint8).view(dtype).reshape(node["shape"])
+        # A view of this message's own payload (aligned): no copy; the payload lives as long
+        # as any tensor made from it.
+        return torch.frombuffer(self.payload, dtype=dtype, count=n // _ITEMSIZE[node["dtype"]],
+                                offset=start).reshape(node["shape"])
 
 
 def _collect_tensor_nodes(tree: Any, out: list, depth: int) -> None:
