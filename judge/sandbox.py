@@ -32,6 +32,7 @@ from sandbox import wire
 log = logging.getLogger("judge.sandbox")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 OUTPUT_CAP = 64 << 10  # bytes of a submission's stdout/stderr kept
+SPIN_SECONDS = 0.0005  # how long to poll for a reply before sleeping
 SANDBOX_UID = 65534
 _ENV_PASSTHROUGH = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
@@ -353,6 +354,7 @@ class Job:
 
     def _receive(self, call_seconds: float, *, during: str) -> tuple[dict, bytearray]:
         deadline = min(time.monotonic() + call_seconds, self.deadline)
+        wire.spin_until_readable(self.sock, SPIN_SECONDS)  # most replies come within microseconds
         while True:  # wait for the reply, draining the child's output meanwhile
             remaining = deadline - time.monotonic()
             waiting = [self.sock] + ([self._out_fd] if self._out_fd >= 0 else [])
