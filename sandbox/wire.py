@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import select
 import socket
 import struct
@@ -53,6 +54,7 @@ def spin_until_readable(sock: socket.socket, seconds: float) -> bool:
     while time.perf_counter() < end:
         if select.select([fd], [], [], 0)[0]:
             return True
+        os.sched_yield()  # when the cores are busy, whoever we wait for gets ours
     return False
 
 

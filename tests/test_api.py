@@ -57,6 +57,16 @@ def graded(service):
         return submit(c, REF)
 
 
+def settled(c, doc: dict) -> dict:
+    """The submission once its plots (drawn just after the verdict) are listed."""
+    deadline = time.monotonic() + 30
+    while doc["verdict"].get("artifacts_pending") and time.monotonic() < deadline:
+        time.sleep(0.02)
+        doc = c.get(f"/submissions/{doc['id']}").json()
+    assert not doc["verdict"]["artifacts_pending"], "the plots never arrived"
+    return doc
+
+
 def test_reference_is_accepted_with_artifacts(service, graded):
     with service.client() as c:
         r = graded
@@ -65,6 +75,7 @@ def test_reference_is_accepted_with_artifacts(service, graded):
         assert doc["status"] == "done" and doc["verdict"]["verdict"] == "accepted"
         assert r.headers["location"] == f"/submissions/{doc['id']}"
         assert [t["status"] for t in doc["verdict"]["tiers"]] == ["passed"] * 4
+        doc = settled(c, doc)
         arts = {a["name"]: a for a in doc["verdict"]["artifacts"]}
         assert "metrics.json" in arts and any(n.endswith(".png") for n in arts)
         for a in arts.values():  # the storage key is the URL, never a server path
@@ -75,6 +86,16 @@ def test_reference_is_accepted_with_artifacts(service, graded):
         png = next(n for n in arts if n.endswith(".png"))
         assert c.get(arts[png]["path"]).content[:8] == b"\x89PNG\r\n\x1a\n"
         json.loads(c.get(arts["metrics.json"]["path"]).content)
+
+
+def test_an_artifact_requested_before_its_plot_is_drawn_waits_for_it(service):
+    with service.client() as c:
+        r = c.post("/submit", params={"wait": 60}, json={"exercise": "glm5_mis", "mode": "run",
+                                                          "code": REF})
+        doc = r.json()
+        assert r.status_code == 200 and doc["verdict"]["verdict"] == "accepted"
+        f = c.get(f"/submissions/{doc['id']}/artifacts/metrics.json")  # possibly still pending
+        assert f.status_code == 200 and json.loads(f.content)
 
 
 def test_wrong_solution_is_rejected_by_its_tier(service):
@@ -178,7 +199,7 @@ def test_list_is_own_newest_first_and_paginated(service):
 
 def test_clients_are_isolated(service, graded):
     with service.client(API_KEYS[0]) as alice, service.client(API_KEYS[1]) as bob:
-        doc = graded.json()
+        doc = settled(alice, graded.json())
         sid, art = doc["id"], doc["verdict"]["artifacts"][0]["name"]
         assert alice.get(f"/submissions/{sid}").status_code == 200
         for path in (f"/submissions/{sid}", f"/submissions/{sid}/artifacts/{art}", f"/submissions/{sid}/events"):
