@@ -49,11 +49,15 @@ class TestAttacks:
         assert "blocked" in v.output and "PermissionError" in v.output
         assert "def masked_is_weights" not in v.model_dump_json()
 
-    def test_read_secrets_of_the_host(self, sandbox):
-        v = run_attack("read_host_files", sandbox, JUDGE_PID=os.getpid())
+    def test_read_secrets_of_the_host(self, sandbox, tmp_path):
+        db = tmp_path / "judge.db"
+        db.write_text("SQLite format 3 secret rows")
+        os.chmod(tmp_path, 0o755)
+        os.chmod(db, 0o644)  # readable by anyone: only the sandbox's own confinement protects it
+        v = run_attack("read_host_files", sandbox, JUDGE_PID=os.getpid(), DATABASE=db)
         assert v.verdict == "rejected"
         assert "leaked" not in v.output, v.output
-        assert v.output.count("blocked") == 4, v.output
+        assert v.output.count("blocked") == 6, v.output
 
     def test_write_outside_scratch(self, sandbox, tmp_path):
         target = tmp_path / "pwned.txt"
@@ -238,6 +242,28 @@ class TestMoreAttacks:
     def test_keyboard_interrupt_is_never_accepted(self, sandbox):
         v = run_attack("keyboard_interrupt", sandbox)
         assert v.verdict == "rejected" and v.error.kind == "runtime_error"
+
+    def test_site_hooks_and_conftest_cannot_be_planted(self, sandbox):
+        v = run_attack("site_hooks", sandbox)
+        assert v.verdict == "rejected" and "planted" not in v.output, v.output
+        assert v.output.count("blocked") == 4
+        assert not Path("/tmp/pwned").exists()
+
+    def test_ptrace_and_process_vm_readv_are_blocked(self, sandbox):
+        v = run_attack("ptrace_judge", sandbox, JUDGE_PID=os.getpid(), ZYGOTE_PID=sandbox.proc.pid)
+        assert v.verdict == "rejected"
+        assert "attached" not in v.output and "read memory" not in v.output, v.output
+        assert v.output.count("blocked") == 4
+
+    def test_behaving_for_the_first_calls_then_cheating_is_caught(self, sandbox):
+        v = run_attack("cheat_after_n", sandbox, REFERENCE=EX.solution_path.read_text())
+        assert v.verdict == "rejected"
+
+    def test_introspection_finds_no_judge(self, sandbox):
+        v = run_attack("introspect", sandbox)
+        assert "judge-like modules: []" in v.output and "oracle objects: False" in v.output
+        assert "JUDGE" not in v.output.split("env:")[1].split("\n")[0]
+        assert "test_" not in v.output.split("frames:")[1]
 
     @pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox uid exists only as root")
     def test_no_process_survives_a_grading(self, sandbox):

@@ -44,6 +44,8 @@ def test_attacks_in_laptop_mode(laptop_user, tmp_path):
     listener.setblocking(False)
     target = tmp_path / "pwned.txt"
     os.chmod(tmp_path, 0o777)
+    (tmp_path / "judge.db").write_text("secret rows")  # the user's own file: only Landlock protects it
+    os.chmod(tmp_path / "judge.db", 0o644)
     env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
            "PYTHONPATH": str(REPO_ROOT)}
     r = subprocess.run(["setpriv", f"--reuid={laptop_user.pw_uid}", f"--regid={laptop_user.pw_gid}",
@@ -75,3 +77,8 @@ def test_attacks_in_laptop_mode(laptop_user, tmp_path):
     assert "wrote" not in out["persist_state"]["output"]
     assert "files: []" in out["observe_state"]["output"]
     assert out["sigstop_self"]["kind"] == "time_limit"
+    assert out["read_host_files"]["output"].count("blocked") == 6
+    assert "planted" not in out["site_hooks"]["output"]
+    assert "attached" not in out["ptrace_judge"]["output"]
+    assert "read memory" not in out["ptrace_judge"]["output"]
+    assert "judge-like modules: []" in out["introspect"]["output"]

@@ -1,6 +1,6 @@
-# Tries the judge's environment, memory, the database and /etc/shadow.
-for path in ["/proc/{{JUDGE_PID}}/environ", "/proc/{{JUDGE_PID}}/mem", "/etc/shadow",
-             "{{REPO}}/judge.db"]:
+# Tries the judge's environment, memory and command line, /etc/shadow, the database, hidden tests.
+for path in ["/proc/{{JUDGE_PID}}/environ", "/proc/{{JUDGE_PID}}/mem", "/proc/{{JUDGE_PID}}/cmdline",
+             "/etc/shadow", "{{DATABASE}}", "{{REPO}}/exercises/glm5_mis/tests/test_t2_properties.py"]:
     try:
         with open(path, "rb") as f:
             f.read(16)
