@@ -132,8 +132,8 @@ def _ms(t0: float) -> float:
 
 
 def _load_in_sandbox(exercise: Exercise, source: str, job) -> SubmissionProxy:
-    msg = job.request({"op": "load", "source": source, "functions": exercise.function_names},
-                      during="loading the submission")
+    msg = job.request({"op": "load", "source": source, "functions": exercise.function_names,
+                       "spin": job.box.spin_seconds}, during="loading the submission")
     h = msg.header
     if not h.get("ok"):
         kind = h.get("kind") if h.get("kind") in ("syntax_error", "import_error") else "import_error"

@@ -86,6 +86,7 @@ class Sandbox:
         does; ``judge local`` only warns). ``spares``: keep one locked-down child forked ahead
         (the service's workers do; it takes the fork and lockdown off each verdict's path)."""
         self.spares = spares
+        self.spin_seconds = SPIN_SECONDS  # how long both sides poll before sleeping (0: never)
         self._spare: dict[tuple, _Spare] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -354,7 +355,7 @@ class Job:
 
     def _receive(self, call_seconds: float, *, during: str) -> tuple[dict, bytearray]:
         deadline = min(time.monotonic() + call_seconds, self.deadline)
-        wire.spin_until_readable(self.sock, SPIN_SECONDS)  # most replies come within microseconds
+        wire.spin_until_readable(self.sock, self.box.spin_seconds)  # most replies come within µs
         while True:  # wait for the reply, draining the child's output meanwhile
             remaining = deadline - time.monotonic()
             waiting = [self.sock] + ([self._out_fd] if self._out_fd >= 0 else [])

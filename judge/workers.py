@@ -128,11 +128,25 @@ class Worker:
         log.info("built previews of %s", ex.slug)
 
     # the loop ------------------------------------------------------------------------------
-    def serve(self, stop, wake, parent_pid: int) -> None:
+    def serve(self, stop, wake, parent_pid: int, busy) -> None:
+        from judge.sandbox import SPIN_SECONDS
+
+        cores = os.cpu_count() or 1
         while not stop.is_set() and os.getppid() == parent_pid:
             job = self.store.claim(self.name)
             if job is not None:
-                self.run(job)
+                with busy.get_lock():
+                    busy.value += 1
+                    gradings = busy.value
+                # A grading alternates between this process and its sandbox: polling for the
+                # other side's answer saves wake-ups while cores are free, and steals them when
+                # other gradings need them.
+                self.sandbox.spin_seconds = SPIN_SECONDS if 2 * gradings <= cores else 0.0
+                try:
+                    self.run(job)
+                finally:
+                    with busy.get_lock():
+                        busy.value -= 1
             elif self.pending_previews:
                 ex = self.pending_previews.pop(0)
                 try:
@@ -200,7 +214,7 @@ EXIT_REFUSED = 78  # a worker's exit status when it refuses to run (EX_CONFIG): 
 
 
 def worker_main(cfg: Config, name: str, index: int, count: int, ready, stop, wake,
-                parent_pid: int) -> None:
+                parent_pid: int, busy) -> None:
     """The entry point of a worker process."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the API; it stops us via ``stop``
@@ -215,7 +229,7 @@ def worker_main(cfg: Config, name: str, index: int, count: int, ready, stop, wak
         worker.prepare()
         ready.set()
         log.info("worker %s ready (pid %d)", name, os.getpid())
-        worker.serve(stop, wake, parent_pid)
+        worker.serve(stop, wake, parent_pid, busy)
     except WeakSandbox as e:
         log.critical("%s", e)
         code = EXIT_REFUSED
@@ -234,6 +248,7 @@ class WorkerPool:
         self.ctx = mp.get_context("spawn")
         self.stop_event = self.ctx.Event()
         self.wake = self.ctx.Semaphore(0)  # one release per new submission
+        self.busy = self.ctx.Value("i", 0)  # workers grading right now
         self.slots: list[dict] = []
         self.fatal: str | None = None
         self._stopping = False
@@ -253,7 +268,7 @@ class WorkerPool:
         proc = self.ctx.Process(target=worker_main, name=f"judge-worker-{slot['index']}", daemon=True,
                                 args=(self.cfg.without_secrets(), slot["name"], slot["index"],
                                       self.cfg.workers, slot["ready"], self.stop_event, self.wake,
-                                      os.getpid()))
+                                      os.getpid(), self.busy))
         proc.start()
         slot["proc"], slot["started"] = proc, time.monotonic()
 
