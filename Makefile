@@ -25,7 +25,7 @@ serve: setup
 	$(PY) -m judge.cli serve --host 127.0.0.1 --port 8000
 
 test: setup
-	$(PY) -m pytest -q -x --maxfail=5 -p no:randomly tests exercises; rc=$$?; \
+	$(PY) -m pytest -q --maxfail=5 -p no:randomly tests exercises; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 bench: setup
