@@ -93,9 +93,10 @@ def fresh_interpreter_ms(exercises, reps: int) -> dict[str, float]:
 
 
 class Service:
-    """A real ``judge serve`` on a free loopback port, with its own database and data dir."""
+    """A real ``judge serve`` on a free loopback port, with its own database; ``data_dir`` may
+    be shared so that the exercises' previews are built once per bench, not per service."""
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, data_dir: str | None = None):
         self.tmp = tempfile.TemporaryDirectory()
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
@@ -103,7 +104,7 @@ class Service:
         s.close()
         env = dict(os.environ, JUDGE_API_KEYS=KEY, JUDGE_WORKERS=str(workers),
                    JUDGE_DATABASE_URL=f"sqlite:///{self.tmp.name}/judge.db",
-                   JUDGE_DATA_DIR=f"{self.tmp.name}/data", JUDGE_RATE_LIMIT="100000",
+                   JUDGE_DATA_DIR=data_dir or f"{self.tmp.name}/data", JUDGE_RATE_LIMIT="100000",
                    JUDGE_QUEUE_MAX="100000")
         self.proc = subprocess.Popen([sys.executable, "-m", "judge.cli", "serve", "--host",
                                       "127.0.0.1", "--port", str(self.port)], env=env, cwd=REPO_ROOT,
@@ -175,77 +176,65 @@ class Service:
         self.tmp.cleanup()
 
 
-def service_latency(exercises, n: int) -> dict[str, dict[str, float]]:
-    svc = Service(workers=2)
-    try:
-        out = {}
-        for slug, ex in exercises.items():
-            code = ex.solution_path.read_text()
-            for _ in range(3):
-                svc.submit(slug, code)  # warm this exercise's paths
-            times = []
-            for _ in range(n):
-                t = time.perf_counter()
-                doc = svc.submit(slug, code)
-                times.append((time.perf_counter() - t) * 1000)
-                assert doc["verdict"]["verdict"] == "accepted", doc
-                svc.settle(doc["id"])  # like a learner, take the plots before submitting again
-            out[slug] = {"p50": round(_pct(times, 0.5), 1), "p95": round(_pct(times, 0.95), 1)}
-        return out
-    finally:
-        svc.close()
+def service_latency(svc: Service, exercises, n: int) -> dict[str, dict[str, float]]:
+    out = {}
+    for slug, ex in exercises.items():
+        code = ex.solution_path.read_text()
+        for _ in range(3):
+            svc.submit(slug, code)  # warm this exercise's paths
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            doc = svc.submit(slug, code)
+            times.append((time.perf_counter() - t) * 1000)
+            assert doc["verdict"]["verdict"] == "accepted", doc
+            svc.settle(doc["id"])  # like a learner, take the plots before submitting again
+        out[slug] = {"p50": round(_pct(times, 0.5), 1), "p95": round(_pct(times, 0.95), 1)}
+    return out
 
 
-def throughput(workers: int, slug: str, code: str, n: int) -> float:
-    svc = Service(workers=workers)
-    try:
-        for _ in range(2 * workers):
-            svc.submit(slug, code)
-        errors: list = []
+def throughput(svc: Service, workers: int, slug: str, code: str, n: int) -> float:
+    for _ in range(2 * workers):
+        svc.submit(slug, code)
+    errors: list = []
 
-        def client(k: int) -> None:
-            try:
-                for _ in range(k):
-                    svc.submit(slug, code)
-            except Exception as e:  # noqa: BLE001
-                errors.append(e)
+    def client(k: int) -> None:
+        try:
+            for _ in range(k):
+                svc.submit(slug, code)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
 
-        threads = [threading.Thread(target=client, args=(n // (2 * workers),)) for _ in range(2 * workers)]
-        t = time.perf_counter()
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        elapsed = time.perf_counter() - t
-        if errors:
-            raise errors[0]
-        return round((n // (2 * workers)) * 2 * workers / elapsed, 2)
-    finally:
-        svc.close()
+    threads = [threading.Thread(target=client, args=(n // (2 * workers),)) for _ in range(2 * workers)]
+    t = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    elapsed = time.perf_counter() - t
+    if errors:
+        raise errors[0]
+    return round((n // (2 * workers)) * 2 * workers / elapsed, 2)
 
 
 SLOW = "\nimport time as _t\n_t.sleep({secs})\n"
 
 
-def memory(slug: str, code: str, concurrent: int = 2) -> tuple[float, float]:
-    """(memory at rest, extra MB per running submission) of a 2-worker service."""
-    svc = Service(workers=concurrent)
-    try:
-        for _ in range(2 * concurrent):
-            svc.submit(slug, code)
-        time.sleep(1.0)
-        rest = svc.pss_mb()
-        slow = code + SLOW.format(secs=3)  # holds its sandbox open while we measure
-        threads = [threading.Thread(target=svc.submit, args=(slug, slow)) for _ in range(concurrent)]
-        for th in threads:
-            th.start()
-        time.sleep(1.5)
-        busy = max(svc.pss_mb() for _ in range(3))
-        for th in threads:
-            th.join()
-        return round(rest, 1), round((busy - rest) / concurrent, 1)
-    finally:
-        svc.close()
+def memory(svc: Service, slug: str, code: str, concurrent: int = 2) -> tuple[float, float]:
+    """(memory at rest, extra MB per running submission) of a ``concurrent``-worker service."""
+    for _ in range(2 * concurrent):
+        svc.submit(slug, code)
+    time.sleep(1.0)
+    rest = svc.pss_mb()
+    slow = code + SLOW.format(secs=3)  # holds its sandbox open while we measure
+    threads = [threading.Thread(target=svc.submit, args=(slug, slow)) for _ in range(concurrent)]
+    for th in threads:
+        th.start()
+    time.sleep(1.5)
+    busy = max(svc.pss_mb() for _ in range(3))
+    for th in threads:
+        th.join()
+    return round(rest, 1), round((busy - rest) / concurrent, 1)
 
 
 def judge_local_split() -> dict[str, float]:
@@ -275,14 +264,24 @@ def main(argv: list[str] | None = None) -> int:
 
     print("floor …", file=sys.stderr)
     floor = floor_ms(exercises, args.floor_reps)
-    print("service latency …", file=sys.stderr)
-    service = service_latency(exercises, args.submissions)
+    with tempfile.TemporaryDirectory() as shared:
+        svc = Service(workers=2, data_dir=shared)
+        try:
+            print("service latency …", file=sys.stderr)
+            service = service_latency(svc, exercises, args.submissions)
+            print("throughput …", file=sys.stderr)
+            tput = {"2": throughput(svc, 2, "glm5_mis", code, args.throughput_n)}
+            print("memory …", file=sys.stderr)
+            rest, extra = memory(svc, "glm5_mis", code)
+        finally:
+            svc.close()
+        one = Service(workers=1, data_dir=shared)
+        try:
+            tput = {"1": throughput(one, 1, "glm5_mis", code, args.throughput_n), **tput}
+        finally:
+            one.close()
     print("fresh interpreter …", file=sys.stderr)
     fresh = fresh_interpreter_ms(exercises, args.fresh_reps)
-    print("throughput …", file=sys.stderr)
-    tput = {str(w): throughput(w, "glm5_mis", code, args.throughput_n) for w in (1, 2)}
-    print("memory …", file=sys.stderr)
-    rest, extra = memory("glm5_mis", code)
     print("judge local …", file=sys.stderr)
     local = judge_local_split()
 
