@@ -11,7 +11,7 @@ from typing import Callable
 
 from judge.errors import JudgeError, SubmissionFailure
 from judge.exercise import TIERS, Exercise
-from judge.models import (Artifact, Resources, SubmissionError, TestResult, TierResult, Timings,
+from judge.models import (Artifact, Resources, SubmissionError, TestResult, TierResult,
                           Verdict)
 from judge.proxy import SubmissionProxy
 from judge.runner import artifacts_in, draw_pending, run_tiers

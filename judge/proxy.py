@@ -18,7 +18,7 @@ import torch
 from judge.errors import RemoteException, SubmissionFailure
 from judge.exercise import Function
 from judge.sandbox import Job
-from judge.testing import Feedback
+from judge.testing import Feedback, type_name
 from sandbox import wire
 
 _PASS_THROUGH = ("ValueError", "TypeError", "RuntimeError", "IndexError", "KeyError",
@@ -36,16 +36,6 @@ def remote_exception(type_name: str, message: str) -> Exception:
         cls = type(f"Remote{type_name}", (base, RemoteException), {"remote_type": type_name})
         _REMOTE_TYPES[type_name] = cls
     return cls(message)
-
-
-def _flatten(tree: Any) -> list[torch.Tensor]:
-    if isinstance(tree, torch.Tensor):
-        return [tree]
-    if isinstance(tree, (list, tuple)):
-        return [t for v in tree for t in _flatten(v)]
-    if isinstance(tree, dict):
-        return [t for v in tree.values() for t in _flatten(v)]
-    return []
 
 
 def _tensor_nodes(tree: Any) -> list[dict]:
@@ -124,7 +114,7 @@ class SubmissionProxy:
     def _call(self, fn: str, args: tuple, kwargs: dict) -> Any:
         self.calls += 1
         blobs: list[bytes] = []
-        host_in = _flatten(list(args)) + _flatten(kwargs)
+        host_in = wire.tensors_in(list(args)) + wire.tensors_in(kwargs)
         flags = [bool(t.requires_grad and t.is_floating_point()) for t in host_in]
         header = {"op": "call", "fn": fn, "args": wire.encode(list(args), blobs),
                   "kwargs": wire.encode(dict(kwargs), blobs), "grad": flags}
@@ -137,7 +127,7 @@ class SubmissionProxy:
         result = msg.value(result_tree)
         nodes = _tensor_nodes(result_tree)
         self._check_return(fn, result, nodes)
-        outs = _flatten(result)
+        outs = wire.tensors_in(result)
         if not outs:
             return result
         diff = [bool(n.get("rg")) and o.is_floating_point() for n, o in zip(nodes, outs)]
@@ -167,9 +157,7 @@ class SubmissionProxy:
         if self._functions[fn].returns != "tensor":
             return
         if not isinstance(result, torch.Tensor):
-            what = "a Python float (did you call .item()?)" if isinstance(result, float) else \
-                getattr(result, "__judge_type__", None) or type(result).__name__
-            raise Feedback(f"{fn} must return a torch.Tensor, but it returned {what}")
+            raise Feedback(f"{fn} must return a torch.Tensor, but it returned {type_name(result)}")
         if nodes and nodes[0].get("sub"):
             raise Feedback(f"{fn} must return a plain torch.Tensor, but it returned the Tensor "
                            f"subclass {nodes[0]['sub']}")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from judge.errors import ExerciseError, RemoteException, SubmissionFailure
-from judge.exercise import TIERS, Exercise, load_module
+from judge.exercise import Exercise, load_module
 from judge.models import TestResult, TierResult
 from judge.testing import Context, Feedback, is_visible
 

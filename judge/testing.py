@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 import torch
 
+from sandbox import wire
+
 # Fixture names a test function may ask for, and what each one is.
 FIXTURES = {
     "sub": "the implementation under test: the sandboxed submission (a proxy) or, under pytest, --impl",
@@ -132,11 +134,7 @@ def check_tensor(out: Any, *, what: str, shape: tuple[int, ...] | None = None,
 def type_name(x: Any) -> str:
     if isinstance(x, float):
         return "a Python float (did you call .item()?)"
-    declared = getattr(x, "__judge_type__", None)
-    if declared:
-        return declared
-    t = type(x)
-    return f"{t.__module__}.{t.__qualname__}"
+    return getattr(x, "__judge_type__", None) or wire.type_name(x)
 
 
 def assert_close(actual: Any, expected: torch.Tensor, *, what: str, rtol: float | None = None,

@@ -83,7 +83,7 @@ class Session:
             self.reply({"ok": False, "exc": {"type": "AttributeError", "message": "no such function"}})
             return
         # Tensors marked requires_grad become leaves here; their gradients go back on request.
-        flat = _tensors(args) + _tensors(kwargs)
+        flat = wire.tensors_in(args) + wire.tensors_in(kwargs)
         for node_t, wants in zip(flat, _grad_flags(h)):
             if wants and node_t.is_floating_point():
                 node_t.requires_grad_(True)
@@ -95,7 +95,7 @@ class Session:
             return
         mutated = {str(i): t.detach() for i, (t, b) in enumerate(zip(flat, before))
                    if not _same(t, b)}
-        outs = [t for t in _tensors(out) if t.requires_grad]
+        outs = [t for t in wire.tensors_in(out) if t.requires_grad]
         handle = 0
         inputs = [t for t in flat if t.requires_grad]
         values = {"result": out, "mutated": mutated}
@@ -167,16 +167,6 @@ def _flush() -> None:
 def _grad_flags(h: dict) -> list[bool]:
     flags = h.get("grad", [])
     return [bool(x) for x in flags] if isinstance(flags, list) else []
-
-
-def _tensors(tree: Any) -> list[torch.Tensor]:
-    if isinstance(tree, torch.Tensor):
-        return [tree]
-    if isinstance(tree, (list, tuple)):
-        return [t for v in tree for t in _tensors(v)]
-    if isinstance(tree, dict):
-        return [t for v in tree.values() for t in _tensors(v)]
-    return []
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:

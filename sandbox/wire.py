@@ -109,6 +109,18 @@ def encode(value: Any, blobs: list[bytes], *, depth: int = 0) -> Any:
     return {"O": type_name(value), "r": _safe_repr(value)}
 
 
+def tensors_in(tree: Any) -> list[torch.Tensor]:
+    """The tensors of a value tree, in the order both sides of the protocol agree on (gradient
+    flags, mutations and differentiable outputs are matched by this order)."""
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    if isinstance(tree, (list, tuple)):
+        return [t for v in tree for t in tensors_in(v)]
+    if isinstance(tree, dict):
+        return [t for v in tree.values() for t in tensors_in(v)]
+    return []
+
+
 def _safe_repr(value: Any) -> str:
     try:
         return repr(value)[:200]

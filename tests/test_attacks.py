@@ -17,6 +17,7 @@ import pytest
 
 from judge.exercise import REPO_ROOT, Limits, discover
 from judge.grading import grade
+from judge.models import Verdict
 
 ATTACKS = Path(__file__).parent / "attacks"
 EX = discover()["glm5_mis"]
@@ -25,7 +26,7 @@ FAST = dataclasses.replace(EX, limits=Limits(call_seconds=2, total_seconds=20, c
                                              memory_mb=1024))
 
 
-def run_attack(name: str, sandbox, **subst) -> "Verdict":
+def run_attack(name: str, sandbox, **subst) -> Verdict:
     src = (ATTACKS / f"{name}.py").read_text()
     subst.setdefault("REPO", str(REPO_ROOT))
     for k, v in subst.items():
