@@ -76,7 +76,7 @@ def grade(exercise: Exercise, source: str, *, sandbox: Sandbox | None, mode: str
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
     ctx = Context(seed=seed, mode=mode, out_dir=out_dir, exercise=exercise.slug)
-    job = None
+    job = sub = None
     try:
         t_load = time.perf_counter()
         if sandbox is None:
@@ -110,6 +110,11 @@ def grade(exercise: Exercise, source: str, *, sandbox: Sandbox | None, mode: str
         verdict.error = SubmissionError(kind="internal", message=f"the judge failed: {type(e).__name__}: {e}")
     finally:
         if job is not None:
+            if isinstance(sub, SubmissionProxy):
+                try:  # a batch a test sent but never read: its reply comes before the exit report
+                    sub.settle()
+                except Exception:  # noqa: BLE001 - the verdict already says what went wrong
+                    pass
             res = job.close()
             verdict.resources = Resources(cpu_ms=res.cpu_ms, peak_rss_mb=round(res.maxrss_kb / 1024, 1),
                                           wall_ms=res.wall_ms, calls=verdict.resources.calls)

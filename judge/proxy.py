@@ -18,7 +18,7 @@ import torch
 from judge.errors import RemoteException, SubmissionFailure
 from judge.exercise import Function
 from judge.sandbox import Job
-from judge.testing import Feedback, type_name
+from judge.testing import Feedback, Pending, type_name
 from sandbox import wire
 
 _PASS_THROUGH = ("ValueError", "TypeError", "RuntimeError", "IndexError", "KeyError",
@@ -97,12 +97,124 @@ class _Bridge(torch.autograd.Function):
         return (None, *got)
 
 
+class _Encoded:
+    """One call, encoded for the wire; ``result`` turns its reply into what the test sees."""
+
+    def __init__(self, proxy: "SubmissionProxy", fn: str, args: tuple, kwargs: dict, blobs: list):
+        proxy.calls += 1
+        self.proxy, self.fn = proxy, fn
+        self.host_in = wire.tensors_in(list(args)) + wire.tensors_in(kwargs)
+        self.flags = [bool(t.requires_grad and t.is_floating_point()) for t in self.host_in]
+        self.header = {"fn": fn, "args": wire.encode(list(args), blobs),
+                       "kwargs": wire.encode(dict(kwargs), blobs), "grad": self.flags}
+
+    def result(self, h: dict, msg: wire.Message) -> Any:
+        proxy, fn = self.proxy, self.fn
+        if not h.get("ok"):
+            proxy._raise(fn, h.get("exc") or {})
+        proxy._copy_back(self.host_in, h, msg)
+        result_tree = h.get("result")
+        result = msg.value(result_tree)
+        nodes = _tensor_nodes(result_tree)
+        proxy._check_return(fn, result, nodes)
+        outs = wire.tensors_in(result)
+        if not outs:
+            return result
+        diff = [bool(n.get("rg")) and o.is_floating_point() for n, o in zip(nodes, outs)]
+        handle = int(h.get("handle") or 0)
+        diff_inputs = [t for t, f in zip(self.host_in, self.flags) if f]
+        if handle and any(diff) and diff_inputs:
+            state = _State(proxy, handle, fn, outs, diff, diff_inputs,
+                           proxy._checked_grads(fn, h, msg, diff_inputs))
+            outs = list(_Bridge.apply(state, *diff_inputs))
+        else:  # a detached result, or a leaf the submission made itself
+            outs = [o.requires_grad_(True) if d else o for o, d in zip(outs, diff)]
+        return _rebuild(result, outs)
+
+
+class _Batch:
+    """Calls queued inside ``with batch(sub) as b:``, sent as one frame when the block ends and
+    answered in one; the test may compute its expectations while the submission runs."""
+
+    def __init__(self, proxy: "SubmissionProxy"):
+        self.proxy = proxy
+        self.blobs: list[bytes] = []
+        self.calls: list[tuple[_Encoded, Pending]] = []
+        self.sent = False
+
+    def __getattr__(self, name: str):
+        if name not in self.__dict__.get("proxy")._functions:
+            raise AttributeError(f"the exercise declares no function {name!r}")
+        return lambda *args, **kwargs: self._add(name, args, kwargs)
+
+    def _add(self, fn: str, args: tuple, kwargs: dict) -> Pending:
+        if self.sent:
+            raise RuntimeError("this batch was already sent: start a new `with batch(sub)` block")
+        mark = len(self.blobs)
+        call = _Encoded(self.proxy, fn, args, kwargs, self.blobs)
+        # The arguments as they are now (the test may change its tensors before the block ends).
+        self.blobs[mark:] = [bytes(b) for b in self.blobs[mark:]]
+        pending = Pending(self)
+        self.calls.append((call, pending))
+        return pending
+
+    def __enter__(self) -> "_Batch":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.send()
+
+    def send(self) -> None:
+        if self.sent or not self.calls:
+            self.sent = True
+            return
+        self.proxy.settle()
+        self.proxy._job.send({"op": "call_many", "calls": [c.header for c, _ in self.calls]},
+                             self.blobs, during=self._during())
+        self.sent = True
+        self.blobs = []
+        self.proxy._in_flight = self
+
+    def _during(self) -> str:
+        names = sorted({c.fn for c, _ in self.calls})
+        return f"a batch of {len(self.calls)} calls to {', '.join(names)}"
+
+    def collect(self) -> None:
+        if not self.sent:
+            raise RuntimeError("read a batch's results after its `with batch(sub)` block")
+        if self.proxy._in_flight is not self:
+            return
+        self.proxy._in_flight = None
+        try:
+            msg = self.proxy._job.reply(during=self._during(), calls=len(self.calls))
+            h = msg.header
+            items = h.get("items")
+            if not h.get("ok") or type(items) is not list or len(items) != len(self.calls):
+                self.proxy._raise(self._during(), h.get("exc") or {})
+                raise Feedback(f"{self._during()} got a malformed reply")
+        except BaseException as e:  # e.g. the process is gone: every call shares its fate
+            for _, pending in self.calls:
+                pending._set(error=e)
+            raise
+        for i, ((call, pending), item) in enumerate(zip(self.calls, items)):
+            try:
+                pending._set(value=call.result(item if type(item) is dict else {}, msg))
+            except SubmissionFailure as e:  # the grading stops: no later call counts
+                for _, later in self.calls[i:]:
+                    later._set(error=e)
+                raise
+            except Exception as e:  # noqa: BLE001 - raised again where the test reads it
+                pending._set(error=e)
+
+
 class SubmissionProxy:
     """Module-like access to the sandboxed submission's declared functions."""
 
     def __init__(self, job: Job, functions: list[Function]):
         self._job = job
         self._functions = {f.name: f for f in functions}
+        self._in_flight: _Batch | None = None  # a batch sent, its reply not read yet
         self.calls = 0  # how many calls the tests made (for the timings report)
 
     def __getattr__(self, name: str):
@@ -111,35 +223,21 @@ class SubmissionProxy:
             raise AttributeError(f"the exercise declares no function {name!r}")
         return lambda *args, **kwargs: self._call(name, args, kwargs)
 
+    def __judge_batch__(self) -> "_Batch":
+        """See ``judge.testing.batch``: calls queued, sent in one frame, answered in one."""
+        return _Batch(self)
+
     def _call(self, fn: str, args: tuple, kwargs: dict) -> Any:
-        self.calls += 1
+        self.settle()
         blobs: list[bytes] = []
-        host_in = wire.tensors_in(list(args)) + wire.tensors_in(kwargs)
-        flags = [bool(t.requires_grad and t.is_floating_point()) for t in host_in]
-        header = {"op": "call", "fn": fn, "args": wire.encode(list(args), blobs),
-                  "kwargs": wire.encode(dict(kwargs), blobs), "grad": flags}
-        msg = self._job.request(header, blobs, during=f"a call to {fn}")
-        h = msg.header
-        if not h.get("ok"):
-            self._raise(fn, h.get("exc") or {})
-        self._copy_back(host_in, msg)
-        result_tree = h.get("result")
-        result = msg.value(result_tree)
-        nodes = _tensor_nodes(result_tree)
-        self._check_return(fn, result, nodes)
-        outs = wire.tensors_in(result)
-        if not outs:
-            return result
-        diff = [bool(n.get("rg")) and o.is_floating_point() for n, o in zip(nodes, outs)]
-        handle = int(h.get("handle") or 0)
-        diff_inputs = [t for t, f in zip(host_in, flags) if f]
-        if handle and any(diff) and diff_inputs:
-            state = _State(self, handle, fn, outs, diff, diff_inputs,
-                           self._checked_grads(fn, msg, diff_inputs))
-            outs = list(_Bridge.apply(state, *diff_inputs))
-        else:  # a detached result, or a leaf the submission made itself
-            outs = [o.requires_grad_(True) if d else o for o, d in zip(outs, diff)]
-        return _rebuild(result, outs)
+        call = _Encoded(self, fn, args, kwargs, blobs)
+        msg = self._job.request({"op": "call", **call.header}, blobs, during=f"a call to {fn}")
+        return call.result(msg.header, msg)
+
+    def settle(self) -> None:
+        """Read the reply of a batch still in flight (requests and replies go in turn)."""
+        if self._in_flight is not None:
+            self._in_flight.collect()
 
     def _raise(self, fn: str, exc: dict) -> None:
         kind, type_name = exc.get("kind"), str(exc.get("type", "Exception"))[:100]
@@ -162,8 +260,8 @@ class SubmissionProxy:
             raise Feedback(f"{fn} must return a plain torch.Tensor, but it returned the Tensor "
                            f"subclass {nodes[0]['sub']}")
 
-    def _copy_back(self, host_in: list[torch.Tensor], msg: wire.Message) -> None:
-        tree = msg.header.get("mutated")
+    def _copy_back(self, host_in: list[torch.Tensor], h: dict, msg: wire.Message) -> None:
+        tree = h.get("mutated")
         if not tree:
             return
         mutated = msg.value(tree)
@@ -180,20 +278,21 @@ class SubmissionProxy:
                         t.fill_(float("nan") if t.is_floating_point() else 0)
 
     def _backward(self, state: _State, grads: list[torch.Tensor]) -> list[torch.Tensor | None]:
+        self.settle()
         blobs: list[bytes] = []
         header = {"op": "backward", "handle": state.handle, "grads": wire.encode(grads, blobs)}
         msg = self._job.request(header, blobs, during=f"the backward pass of {state.fn}")
         if not msg.header.get("ok"):
             self._raise(f"{state.fn} (backward)", msg.header.get("exc") or {})
-        got = self._checked_grads(state.fn, msg, state.inputs, key="grads")
+        got = self._checked_grads(state.fn, msg.header, msg, state.inputs, key="grads")
         if got is None:
             raise Feedback(f"the backward pass of {state.fn} returned malformed gradients")
         return got
 
-    def _checked_grads(self, fn: str, msg: wire.Message, inputs: list[torch.Tensor],
+    def _checked_grads(self, fn: str, h: dict, msg: wire.Message, inputs: list[torch.Tensor],
                        key: str = "eager") -> list[torch.Tensor | None] | None:
         """Gradients from the child, one per input (None: unused), or None if absent or malformed."""
-        tree = msg.header.get(key)
+        tree = h.get(key)
         if tree is None:
             return None
         got = msg.value(tree)

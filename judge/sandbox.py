@@ -286,6 +286,7 @@ class Job:
         self.pid = 0
         self.started_at = time.monotonic()
         self.deadline = self.started_at + limits.total_seconds
+        self._sent_at = self.started_at  # when the last request went out
         self._exited = threading.Event()
         self._exit: _Exit | None = None
         self._output = bytearray()
@@ -339,13 +340,23 @@ class Job:
 
     def request(self, header: dict, blobs: list[bytes] = (), *, during: str) -> wire.Message:
         """Send one request and wait for its reply within the call and job deadlines."""
+        self.send(header, blobs, during=during)
+        return self.reply(during=during)
+
+    def send(self, header: dict, blobs: list[bytes] = (), *, during: str) -> None:
+        """Send a request without waiting; ``reply`` collects its answer (one at a time)."""
         if self.closed:
             raise SubmissionFailure("runtime_error", "the submission's process has already ended")
         try:
             wire.send(self.sock, header, blobs)
         except OSError:
             self._fail(during)
-        reply, payload = self._receive(self.limits.call_seconds, during=during)
+        self._sent_at = time.monotonic()
+
+    def reply(self, *, during: str, calls: int = 1) -> wire.Message:
+        """The answer to the request sent last, within ``calls`` per-call limits and the job's."""
+        reply, payload = self._receive(self.limits.call_seconds * max(calls, 1), during=during,
+                                       since=self._sent_at)
         try:
             return wire.Message(reply, payload)
         except wire.WireError as e:
@@ -353,8 +364,9 @@ class Job:
             raise SubmissionFailure("runtime_error", f"the submission's process sent a malformed "
                                     f"reply during {during}: {e}") from None
 
-    def _receive(self, call_seconds: float, *, during: str) -> tuple[dict, bytearray]:
-        deadline = min(time.monotonic() + call_seconds, self.deadline)
+    def _receive(self, call_seconds: float, *, during: str,
+                 since: float | None = None) -> tuple[dict, bytearray]:
+        deadline = min((since or time.monotonic()) + call_seconds, self.deadline)
         wire.spin_until_readable(self.sock, self.box.spin_seconds)  # most replies come within µs
         while True:  # wait for the reply, draining the child's output meanwhile
             remaining = deadline - time.monotonic()

@@ -54,6 +54,13 @@ class Context:
     # (plot, metrics, out_dir) the judge draws after the verdict (see runner.DeferredPlots)
     pending_plots: list = field(default_factory=list, repr=False)
 
+    def once(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """``compute()``, computed once in this run: e.g. the submission's T3 metrics, which every
+        T3 test of the run reads (one run of the toy per grading, not one per test)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
     def generator(self, salt: int = 0) -> torch.Generator:
         """A CPU generator seeded from the run's seed and ``salt`` (one per test keeps tests independent)."""
         g = torch.Generator()
@@ -179,6 +186,80 @@ def expect_raises(exc_type: type[BaseException], fn: Callable, *args: Any, what:
         raised = getattr(e, "remote_type", type(e).__name__)
         raise Feedback(f"{what}: expected {exc_type.__name__}, but it raised {raised}: {e}") from None
     raise Feedback(f"{what}: expected {exc_type.__name__}, but nothing was raised")
+
+
+class Pending:
+    """The outcome of a call made in a ``batch``: ``value`` is what the call returned, or raises
+    what it raised (the same exception a direct call would have raised)."""
+
+    __slots__ = ("_value", "_error", "_batch")
+
+    def __init__(self, batch: Any = None):
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._batch = batch  # set while the answer is still to be collected
+
+    def _set(self, value: Any = None, error: BaseException | None = None) -> None:
+        self._value, self._error, self._batch = value, error, None
+
+    @property
+    def value(self) -> Any:
+        if self._batch is not None:
+            self._batch.collect()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def get(self) -> Any:
+        """``value``, as a callable (for ``expect_raises(ValueError, pending.get, ...)``)."""
+        return self.value
+
+
+def batch(sub: Any) -> Any:
+    """Make several independent calls in one round trip to the sandbox.
+
+    ::
+
+        with batch(sub) as b:
+            outs = [b.masked_is_weights(x, y, m) for x, y, m in cases]
+        for (x, y, m), out in zip(cases, outs):
+            expected = oracle.masked_is_weights(x, y, m)  # computed while the submission runs
+            assert_close(out.value, expected, what="...")
+
+    Inside the block each call returns a ``Pending`` at once; after the block, ``.value`` is
+    what the call returned (gradients, mutation of inputs and return checks as for a direct
+    call), or raises what it raised. Each call gets its own copy of its arguments, taken when it
+    is queued: a call cannot see another's in-place changes. Under plain pytest (``sub`` is a
+    module) the calls simply run one by one.
+    """
+    make = getattr(sub, "__judge_batch__", None)
+    return make() if make is not None else _LocalBatch(sub)
+
+
+class _LocalBatch:
+    """``batch`` over an in-process implementation: each call runs when it is made."""
+
+    def __init__(self, impl: Any):
+        self._impl = impl
+
+    def __getattr__(self, name: str):
+        fn = getattr(self._impl, name)
+
+        def call(*args: Any, **kwargs: Any) -> Pending:
+            out = Pending()
+            try:
+                out._set(value=fn(*args, **kwargs))
+            except Exception as e:  # noqa: BLE001 - raised again where the test reads it
+                out._set(error=e)
+            return out
+
+        return call
+
+    def __enter__(self) -> "_LocalBatch":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
 
 
 def grad_of(t: torch.Tensor) -> torch.Tensor | None:

@@ -40,12 +40,7 @@ class Session:
         wire.send(self.sock, header, blobs)
 
     def reply_exception(self, e: BaseException) -> None:
-        kind = None
-        if isinstance(e, MemoryError) or (isinstance(e, RuntimeError) and "alloc" in str(e).lower()
-                                          and "memory" in str(e).lower()):
-            kind = "memory_limit"
-        self.reply({"ok": False, "exc": {"type": type(e).__name__, "message": _message(e),
-                                         "where": _where(e), "kind": kind}})
+        self.reply(_exception_item(e))
 
     # --- operations ------------------------------------------------------------------------
     def load(self, h: dict) -> None:
@@ -76,25 +71,52 @@ class Session:
         self.reply({"ok": True, "missing": missing})
 
     def call(self, h: dict, msg: wire.Message) -> None:
+        blobs: list = []
+        item = self.run_call(h, msg, blobs)
+        _flush()
+        wire.send(self.sock, item, blobs)
+
+    def call_many(self, h: dict, msg: wire.Message) -> None:
+        """A batch of independent calls (one round trip): one reply item per call, in order."""
+        calls = h.get("calls")
+        if type(calls) is not list or not all(type(c) is dict for c in calls):
+            self.reply({"ok": False, "exc": {"type": "RuntimeError", "message": "bad batch"}})
+            return
+        blobs: list = []
+        items = [self.run_call(c, msg, blobs) for c in calls]
+        _flush()
+        wire.send(self.sock, {"ok": True, "items": items}, blobs)
+
+    def run_call(self, h: dict, msg: wire.Message, blobs: list) -> dict:
+        """Run one call; its reply (tensors appended to ``blobs``) says ok, or the exception."""
+        mark = len(blobs)
+        try:
+            item, values = self._call(h, msg)
+            for key, value in values.items():
+                item[key] = wire.encode(value, blobs)
+            return item
+        except wire.WireError as e:
+            del blobs[mark:]
+            return {"ok": False, "exc": {"type": "TypeError", "message": f"the result cannot be "
+                                         f"returned to the judge: {e}"}}
+        except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt included
+            del blobs[mark:]
+            return _exception_item(e)
+
+    def _call(self, h: dict, msg: wire.Message) -> tuple[dict, dict]:
         args = msg.value(h.get("args", {"L": []}))
         kwargs = msg.value(h.get("kwargs", {"D": []}))
         fn = getattr(self.module, str(h.get("fn")), None)
         if not callable(fn) or not isinstance(args, list) or not isinstance(kwargs, dict):
-            self.reply({"ok": False, "exc": {"type": "AttributeError", "message": "no such function"}})
-            return
+            return {"ok": False, "exc": {"type": "AttributeError", "message": "no such function"}}, {}
         # Tensors marked requires_grad become leaves here; their gradients go back on request.
         flat = wire.tensors_in(args) + wire.tensors_in(kwargs)
         for node_t, wants in zip(flat, _grad_flags(h)):
             if wants and node_t.is_floating_point():
                 node_t.requires_grad_(True)
-        before = [t.detach().clone() for t in flat]
-        try:
-            out = fn(*args, **kwargs)
-        except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt included
-            self.reply_exception(e)
-            return
-        mutated = {str(i): t.detach() for i, (t, b) in enumerate(zip(flat, before))
-                   if not _same(t, b)}
+        watch = _Watch(flat, msg)
+        out = fn(*args, **kwargs)  # its exceptions are the caller's (run_call) to report
+        mutated = watch.mutated()
         outs = [t for t in wire.tensors_in(out) if t.requires_grad]
         handle = 0
         inputs = [t for t in flat if t.requires_grad]
@@ -111,11 +133,7 @@ class Session:
                         outs, inputs, [torch.ones_like(outs[0])], allow_unused=True, retain_graph=True))
                 except BaseException:  # noqa: BLE001 - the judge asks again, and sees the error
                     pass
-        try:
-            self.reply({"ok": True, "handle": handle}, values)
-        except wire.WireError as e:
-            self.reply({"ok": False, "exc": {"type": "TypeError", "message": f"the result cannot be "
-                        f"returned to the judge: {e}"}})
+        return {"ok": True, "handle": handle}, values
 
     def backward(self, h: dict, msg: wire.Message) -> None:
         outs, inputs = self.graphs.get(int(h.get("handle", 0)), ([], []))
@@ -146,12 +164,12 @@ class Session:
                 for h in header.get("handles", []):
                     self.graphs.pop(h, None)
                 self.reply({"ok": True})
-            elif op in ("call", "backward"):
+            elif op in ("call", "call_many", "backward"):
                 if self.module is None:
                     self.reply({"ok": False, "exc": {"type": "RuntimeError", "message": "not loaded"}})
                     continue
                 msg = wire.Message(header, payload)
-                (self.call if op == "call" else self.backward)(header, msg)
+                {"call": self.call, "call_many": self.call_many, "backward": self.backward}[op](header, msg)
             else:
                 self.reply({"ok": False, "exc": {"type": "RuntimeError", "message": f"bad op {op!r}"}})
 
@@ -169,13 +187,48 @@ def _grad_flags(h: dict) -> list[bool]:
     return [bool(x) for x in flags] if isinstance(flags, list) else []
 
 
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    with torch._C.DisableTorchFunctionSubclass():
-        a = torch.Tensor.detach(a)
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return False
-        return bool(torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))) \
-            if a.numel() else True
+class _Watch:
+    """Which inputs a call changed in place, at the cost of one copy and one compare.
+
+    Every non-empty input is a view of the request's payload, so a snapshot of the bytes they
+    span shows any write through any alias; their (address, shape, strides) show a resize_,
+    set_ or in-place transpose. Only when something changed are the inputs compared one by one.
+    """
+
+    def __init__(self, flat: list[torch.Tensor], msg: wire.Message):
+        self.flat, self.view = flat, msg.buffer()
+        self.base = msg.base_address()
+        self.marks = [_mark(t) for t in flat]
+        spans = [(p - self.base, p - self.base + n) for p, _, _, n in self.marks if n]
+        self.lo = min((a for a, _ in spans), default=0)
+        self.hi = max((b for _, b in spans), default=0)
+        self.before = bytes(self.view[self.lo:self.hi])
+
+    def mutated(self) -> dict[str, torch.Tensor]:
+        if self.view[self.lo:self.hi] == self.before and all(
+                _mark(t)[:3] == m[:3] for t, m in zip(self.flat, self.marks)):
+            return {}
+        out = {}
+        for i, (t, m) in enumerate(zip(self.flat, self.marks)):
+            p, _, _, n = m
+            a = p - self.base
+            if _mark(t)[:3] != m[:3] or (n and self.view[a:a + n] != self.before[a - self.lo:a - self.lo + n]):
+                with torch._C.DisableTorchFunctionSubclass():
+                    out[str(i)] = torch.Tensor.detach(t)
+        return out
+
+
+def _mark(t: torch.Tensor) -> tuple:
+    return t.data_ptr(), tuple(t.shape), t.stride(), t.numel() * t.element_size()
+
+
+def _exception_item(e: BaseException) -> dict:
+    kind = None
+    if isinstance(e, MemoryError) or (isinstance(e, RuntimeError) and "alloc" in str(e).lower()
+                                      and "memory" in str(e).lower()):
+        kind = "memory_limit"
+    return {"ok": False, "exc": {"type": type(e).__name__, "message": _message(e),
+                                 "where": _where(e), "kind": kind}}
 
 
 def _message(e: BaseException) -> str:

@@ -191,6 +191,20 @@ class Message:
         if [n["T"] for n in nodes] != list(range(len(nodes))):
             raise WireError("tensor indices are not 0..n-1")
         self._ranges = blob_table(nodes, payload)
+        self._view: memoryview | None = None
+        self._base: int | None = None
+
+    def buffer(self) -> memoryview:
+        """The payload's bytes, which every non-empty tensor of this message views."""
+        if self._view is None:
+            self._view = memoryview(self.payload)
+        return self._view
+
+    def base_address(self) -> int:
+        """The payload's address in memory (0 when empty)."""
+        if self._base is None:
+            self._base = torch.frombuffer(self.payload, dtype=torch.uint8).data_ptr() if self.payload else 0
+        return self._base
 
     def value(self, tree: Any) -> Any:
         return _decode_with(tree, self, 0, [0])

@@ -9,7 +9,7 @@ import torch
 from judge.errors import RemoteException, SubmissionFailure
 from judge.exercise import Function, Limits
 from judge.proxy import SubmissionProxy
-from judge.testing import Feedback
+from judge.testing import Feedback, batch
 
 SOURCE = '''
 import torch
@@ -53,9 +53,22 @@ def pair(x):
 
 def exits(x):
     raise SystemExit(0)
+
+def mutate_view(x):                  # a write through an alias of the input's memory
+    x.view(-1)[0] = 7
+    return x.sum()
+
+def resize(x):                       # same bytes, other shape
+    x.resize_(1)
+    return x.sum()
+
+def second_only(x, y):
+    y.mul_(2)
+    return x.sum()
 '''
 NAMES = ["scale_sum", "double", "frozen", "detached", "own_leaf", "mutate", "raise_value_error",
-         "as_float", "as_numpy", "as_subclass", "pair", "exits"]
+         "as_float", "as_numpy", "as_subclass", "pair", "exits", "mutate_view", "resize",
+         "second_only"]
 
 
 @pytest.fixture
@@ -108,6 +121,87 @@ def test_in_place_mutation_is_copied_back(sub):
     x = torch.zeros(3)
     sub.mutate(x)
     assert x.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_mutation_is_found_through_aliases_and_resizes(sub):
+    x = torch.zeros(2, 2)
+    sub.mutate_view(x)
+    assert x.tolist() == [[7.0, 0.0], [0.0, 0.0]]
+    y = torch.ones(3)
+    sub.resize(y)  # the shape changed in place: the damage is made visible to the test
+    assert torch.isnan(y).all()
+    a, b = torch.ones(2), torch.ones(2)
+    sub.second_only(a, b)  # only the tensor that changed is copied back
+    assert a.tolist() == [1.0, 1.0] and b.tolist() == [2.0, 2.0]
+
+
+def test_a_batch_answers_like_direct_calls(sub):
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    m = torch.tensor([True, False, True])
+    y = torch.ones(2, requires_grad=True)
+    z = torch.zeros(3)
+    with batch(sub) as b:
+        loss = b.scale_sum(x, m)
+        twice = b.double(y)
+        boom = b.raise_value_error(torch.ones(2))
+        floaty = b.as_float(x)
+        mutated = b.mutate(z)
+        total = b.pair(y)
+    assert sub.calls == 6
+    assert loss.value.item() == 12.0
+    loss.value.backward()  # the eager gradient of a batched scalar loss
+    assert x.grad.tolist() == [3.0, 0.0, 3.0]
+    twice.value.sum().backward()  # a vector output: backward still makes its round trip
+    assert y.grad.tolist() == [2.0, 2.0]
+    with pytest.raises(ValueError, match="shapes"):
+        boom.value
+    with pytest.raises(Feedback, match="Python float"):
+        floaty.get()
+    assert mutated.value.item() == 3.0 and z.tolist() == [1.0, 1.0, 1.0]  # copied back
+    assert total.value[1].tolist() == [2.0, 2.0]
+
+
+def test_a_batch_copies_its_arguments_when_queued(sub):
+    x = torch.ones(2)
+    with batch(sub) as b:
+        first = b.double(x)
+        x.mul_(5)
+        second = b.double(x)
+    assert first.value.tolist() == [2.0, 2.0] and second.value.tolist() == [10.0, 10.0]
+
+
+def test_a_call_after_a_batch_reads_the_batch_first(sub):
+    with batch(sub) as b:
+        pending = b.double(torch.ones(1))
+    assert sub.double(torch.full((1,), 3.0)).tolist() == [6.0]  # not the batch's reply
+    assert pending.value.tolist() == [2.0]
+    with batch(sub) as b:
+        p = b.double(torch.ones(1))
+        with pytest.raises(RuntimeError, match="after its"):
+            p.value  # inside the block nothing has been sent yet
+
+
+def test_a_batch_that_kills_the_process_stops_the_grading(sub):
+    with batch(sub) as b:
+        ok = b.double(torch.ones(1))
+        b.exits(torch.ones(1))
+    with pytest.raises(SubmissionFailure):
+        ok.value  # the process exited during the batch: its replies never came
+
+
+def test_batch_runs_calls_one_by_one_in_process():
+    import types
+
+    mod = types.ModuleType("impl")
+    exec(SOURCE, mod.__dict__)
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    with batch(mod) as b:
+        loss = b.scale_sum(x, torch.tensor([True, True]))
+        boom = b.raise_value_error(x)
+    loss.value.backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+    with pytest.raises(ValueError):
+        boom.value
 
 
 def test_exceptions_keep_their_builtin_type(sub):
