@@ -93,6 +93,7 @@ def grade(exercise: Exercise, source: str, *, sandbox: Sandbox | None, mode: str
         if stopped is not None:
             verdict.error = SubmissionError(kind=stopped.kind, message=stopped.message)
         verdict.resources.calls = getattr(sub, "calls", 0)
+        verdict.resources.round_trips = getattr(sub, "round_trips", 0)
         ran = [t for t in verdict.tiers if t.status != "skipped"]
         ok = ran and all(t.status == "passed" for t in ran) and stopped is None
         verdict.verdict = "accepted" if ok else "rejected"
@@ -117,7 +118,8 @@ def grade(exercise: Exercise, source: str, *, sandbox: Sandbox | None, mode: str
                     pass
             res = job.close()
             verdict.resources = Resources(cpu_ms=res.cpu_ms, peak_rss_mb=round(res.maxrss_kb / 1024, 1),
-                                          wall_ms=res.wall_ms, calls=verdict.resources.calls)
+                                          wall_ms=res.wall_ms, calls=verdict.resources.calls,
+                                          round_trips=verdict.resources.round_trips)
             verdict.output = job.output
     verdict.timings.total_ms = _ms(t_start)
     if ctx.pending_plots and on_verdict is not None:

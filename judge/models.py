@@ -57,6 +57,7 @@ class Resources(BaseModel):
     peak_rss_mb: float = 0.0  # its peak resident memory, pages shared with the zygote included
     wall_ms: float = 0.0  # wall time of the sandboxed process
     calls: int = 0  # calls the tests made into the submission
+    round_trips: int = 0  # requests to the sandbox for them (a batch of calls is one)
 
 
 class Verdict(BaseModel):

@@ -170,6 +170,7 @@ class _Batch:
             self.sent = True
             return
         self.proxy.settle()
+        self.proxy.round_trips += 1
         self.proxy._job.send({"op": "call_many", "calls": [c.header for c, _ in self.calls]},
                              self.blobs, during=self._during())
         self.sent = True
@@ -216,6 +217,7 @@ class SubmissionProxy:
         self._functions = {f.name: f for f in functions}
         self._in_flight: _Batch | None = None  # a batch sent, its reply not read yet
         self.calls = 0  # how many calls the tests made (for the timings report)
+        self.round_trips = 0  # how many requests they took (a batch is one)
 
     def __getattr__(self, name: str):
         functions = self.__dict__.get("_functions", {})
@@ -231,6 +233,7 @@ class SubmissionProxy:
         self.settle()
         blobs: list[bytes] = []
         call = _Encoded(self, fn, args, kwargs, blobs)
+        self.round_trips += 1
         msg = self._job.request({"op": "call", **call.header}, blobs, during=f"a call to {fn}")
         return call.result(msg.header, msg)
 
@@ -279,6 +282,7 @@ class SubmissionProxy:
 
     def _backward(self, state: _State, grads: list[torch.Tensor]) -> list[torch.Tensor | None]:
         self.settle()
+        self.round_trips += 1
         blobs: list[bytes] = []
         header = {"op": "backward", "handle": state.handle, "grads": wire.encode(grads, blobs)}
         msg = self._job.request(header, blobs, during=f"the backward pass of {state.fn}")

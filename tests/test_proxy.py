@@ -147,12 +147,12 @@ def test_a_batch_answers_like_direct_calls(sub):
         floaty = b.as_float(x)
         mutated = b.mutate(z)
         total = b.pair(y)
-    assert sub.calls == 6
-    assert loss.value.item() == 12.0
+    assert sub.calls == 6 and sub.round_trips == 1  # sent as one request, its reply not read yet
+    assert loss.value.item() == 12.0 and sub.round_trips == 1
     loss.value.backward()  # the eager gradient of a batched scalar loss
     assert x.grad.tolist() == [3.0, 0.0, 3.0]
     twice.value.sum().backward()  # a vector output: backward still makes its round trip
-    assert y.grad.tolist() == [2.0, 2.0]
+    assert y.grad.tolist() == [2.0, 2.0] and sub.round_trips == 2
     with pytest.raises(ValueError, match="shapes"):
         boom.value
     with pytest.raises(Feedback, match="Python float"):
