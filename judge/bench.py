@@ -11,6 +11,8 @@ Prints a table and writes ``bench-results.json``:
 - ``extra_mb_per_submission``: the service's extra memory (sum of PSS) per running submission,
   and ``rest_mb``, its memory at rest
 - ``judge_local``: the start-up / grading split of ``judge local``
+- ``calls`` / ``round_trips`` per exercise: the calls a grading makes into the sandbox, and the
+  requests they take (``judge.testing.batch`` sends many calls as one)
 
 Targets (2 cores): service p50 ≤ 1.3 × floor + 15 ms; fresh ≥ 20 × service p50; 2 workers ≥ 1.7 ×
 one; ≤ 40 MB per concurrent submission. Ratios are computed from numbers of the same run.
@@ -189,7 +191,9 @@ def service_latency(svc: Service, exercises, n: int) -> dict[str, dict[str, floa
             times.append((time.perf_counter() - t) * 1000)
             assert doc["verdict"]["verdict"] == "accepted", doc
             svc.settle(doc["id"])  # like a learner, take the plots before submitting again
-        out[slug] = {"p50": round(_pct(times, 0.5), 1), "p95": round(_pct(times, 0.95), 1)}
+        res = doc["verdict"]["resources"]
+        out[slug] = {"p50": round(_pct(times, 0.5), 1), "p95": round(_pct(times, 0.95), 1),
+                     "calls": res.get("calls", 0), "round_trips": res.get("round_trips", 0)}
     return out
 
 
@@ -288,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "exercises": {slug: {"floor_ms": floor[slug], "service_p50_ms": service[slug]["p50"],
                              "service_p95_ms": service[slug]["p95"],
-                             "fresh_interpreter_ms": fresh[slug]} for slug in exercises},
+                             "fresh_interpreter_ms": fresh[slug], "calls": service[slug]["calls"],
+                             "round_trips": service[slug]["round_trips"]} for slug in exercises},
         "throughput": tput,
         "extra_mb_per_submission": extra,
         "rest_mb": rest,
@@ -304,13 +309,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def render(r: dict) -> str:
     lines = [f"{'exercise':<16} {'floor':>8} {'p50':>8} {'p95':>8} {'fresh':>9} "
-             f"{'p50/target':>11} {'fresh/p50':>10}"]
+             f"{'p50/target':>11} {'fresh/p50':>10} {'calls':>6} {'trips':>6}"]
     for slug, e in r["exercises"].items():
         target = 1.3 * e["floor_ms"] + 15
         lines.append(f"{slug:<16} {e['floor_ms']:>8.1f} {e['service_p50_ms']:>8.1f} "
                      f"{e['service_p95_ms']:>8.1f} {e['fresh_interpreter_ms']:>9.1f} "
                      f"{e['service_p50_ms'] / target:>11.2f} "
-                     f"{e['fresh_interpreter_ms'] / e['service_p50_ms']:>10.1f}")
+                     f"{e['fresh_interpreter_ms'] / e['service_p50_ms']:>10.1f} "
+                     f"{e.get('calls', 0):>6} {e.get('round_trips', 0):>6}")
     t = r["throughput"]
     lines += ["", f"throughput: 1 worker {t['1']}/s, 2 workers {t['2']}/s "
                   f"(×{t['2'] / t['1']:.2f})",

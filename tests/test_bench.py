@@ -1,0 +1,23 @@
+"""The benchmark's arithmetic and its table (the measurements themselves run under ``make bench``)."""
+
+from judge.bench import _pct, render
+
+
+def test_percentiles_pick_measured_values():
+    xs = [5.0, 1.0, 3.0, 2.0, 4.0]
+    assert _pct(xs, 0.5) == 3.0 and _pct(xs, 0.95) == 5.0 and _pct(xs, 0.0) == 1.0
+
+
+def test_the_table_shows_ratios_against_the_targets():
+    result = {
+        "exercises": {"toy": {"floor_ms": 20.0, "service_p50_ms": 41.0, "service_p95_ms": 50.0,
+                              "fresh_interpreter_ms": 1640.0, "calls": 120, "round_trips": 30}},
+        "throughput": {"1": 10.0, "2": 18.0}, "extra_mb_per_submission": 4.0, "rest_mb": 900.0,
+        "judge_local": {"startup_ms": 1500.0, "grading_ms": 40.0, "wall_ms": 3000.0},
+        "bench_seconds": 200.0,
+    }
+    table = render(result)
+    row = next(line for line in table.splitlines() if line.startswith("toy"))
+    # p50 / (1.3 * floor + 15) = 41 / 41 = 1.00; fresh / p50 = 40.0
+    assert row.split()[5:] == ["1.00", "40.0", "120", "30"]
+    assert "(×1.80)" in table
