@@ -174,6 +174,42 @@ class Session:
                 self.reply({"ok": False, "exc": {"type": "RuntimeError", "message": f"bad op {op!r}"}})
 
 
+class _Discard:
+    def sendall(self, data: bytes) -> None:
+        pass
+
+
+def prewarm() -> None:
+    """Make one call through the whole request path before the submission arrives.
+
+    A child forked from the zygote shares its memory copy-on-write: the first call otherwise pays
+    for copying every page it writes (reference counts, allocator state, autograd's buffers) and
+    for caches built on first use. A spare child does this ahead, off the verdict's path.
+    """
+    def loss(x, y, m, clip=0.2):
+        w = torch.where(m, (x - y).exp(), torch.zeros_like(x)).clamp(1 - clip, 1 + clip).detach()
+        return -(w * x).sum() / m.sum().clamp(min=1)
+
+    source = ('"""A submission."""\nfrom __future__ import annotations\nimport math\nimport torch\n'
+              'import torch.nn.functional as F\n\n\ndef f(x: torch.Tensor, eps: float = 0.2) -> '
+              'torch.Tensor:\n    """Doc."""\n    if x.dim() != 2:\n        raise ValueError(f"{x.shape}")\n'
+              '    return torch.where(x > 0, x, -x).sum() * math.log(2) / max(1, x.shape[0])\n')
+    exec(compile(source, SUBMISSION_FILE, "exec", dont_inherit=True), types.ModuleType("prewarm").__dict__)
+    session = Session(_Discard())  # type: ignore[arg-type]
+    session.module = types.ModuleType("prewarm")
+    session.module.loss = loss
+    for dtype in (torch.float64, torch.float32):
+        x = torch.randn(4, 3, dtype=dtype)
+        blobs: list = []
+        header = {"fn": "loss", "args": wire.encode([x, x * 0.9, x > 0], blobs),
+                  "kwargs": wire.encode({"clip": 0.2}, blobs), "grad": [True, False, False]}
+        header = wire.json.loads(wire.json.dumps(header))
+        msg = wire.Message(header, bytearray(b"".join(bytes(b) for b in blobs)))
+        reply: list = []
+        wire.json.dumps(session.run_call(header, msg, reply))
+        session.graphs.clear()
+
+
 def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
