@@ -7,7 +7,7 @@ m A coef / N (train_head_logp). Padding holds NaN / inf / 1e30.
 
 import torch
 
-from judge.testing import assert_close, leaf, sibling, visible
+from judge.testing import assert_close, batch, leaf, sibling, visible
 
 cases = sibling(__file__, "_cases")
 
@@ -20,17 +20,23 @@ def _f32_tol(dtype):
 
 def _check_correction(sub, oracle, ctx, salt, sizes):
     g = ctx.generator(salt)
-    for i, (lead, V, k, dtype) in enumerate(sizes):
-        th, sh, *_ = cases.heads(g, lead, V, k, smooth=cases.smooth_for(dtype, V, k))
-        th, sh = th.to(dtype), sh.to(dtype)
-        mode, low, high = cases.mode_and_bounds(g, i)
-        kw = dict(mode=mode, low=low, high=high)
-        x = leaf(th)
-        out = sub.sc_correction(x, sh, **kw)
+    runs = []
+    with batch(sub) as b:  # every case's inputs first, drawn in the same order as one case at a time
+        for i, (lead, V, k, dtype) in enumerate(sizes):
+            th, sh, *_ = cases.heads(g, lead, V, k, smooth=cases.smooth_for(dtype, V, k))
+            th, sh = th.to(dtype), sh.to(dtype)
+            mode, low, high = cases.mode_and_bounds(g, i)
+            kw = dict(mode=mode, low=low, high=high)
+            x = leaf(th)
+            pending = b.sc_correction(x, sh, **kw)
+            r = torch.randn(lead, generator=g, dtype=torch.float64).to(dtype)
+            runs.append((dtype, th, sh, kw, x, r, pending))
+    for dtype, th, sh, kw, x, r, pending in runs:
+        mode, low, high = kw["mode"], kw["low"], kw["high"]
+        out = pending.value
         inputs = dict(train_head_logp=th, sampler_head_logp=sh, mode=mode, low=low, high=high)
         assert_close(out, oracle.sc_correction(th, sh, **kw), what=f"sc_correction (mode={mode!r})", inputs=inputs,
                      **_f32_tol(dtype))
-        r = torch.randn(lead, generator=g, dtype=torch.float64).to(dtype)
         (out * r).sum().backward()
         expected = oracle.sc_coefficients(th, sh, **kw) * r.to(torch.float64).unsqueeze(-1)
         assert_close(x.grad, expected,
@@ -40,10 +46,14 @@ def _check_correction(sub, oracle, ctx, salt, sizes):
 
 def _check_loss(sub, oracle, ctx, salt, sizes):
     g = ctx.generator(salt)
-    for i, (B, L, V, k, dtype) in enumerate(sizes):
-        t, kw = cases.loss_case(g, B, L, V, k, dtype, i)
-        logp, head = leaf(t["logp"]), leaf(t["train_head_logp"])
-        loss = sub.sc_policy_loss(**{**t, "logp": logp, "train_head_logp": head}, **kw)
+    runs = []
+    with batch(sub) as b:
+        for i, (B, L, V, k, dtype) in enumerate(sizes):
+            t, kw = cases.loss_case(g, B, L, V, k, dtype, i)
+            logp, head = leaf(t["logp"]), leaf(t["train_head_logp"])
+            runs.append((t, kw, logp, head, b.sc_policy_loss(**{**t, "logp": logp, "train_head_logp": head}, **kw)))
+    for t, kw, logp, head, pending in runs:
+        loss = pending.value
         inputs = {**t, **kw}
         assert_close(loss, oracle.sc_policy_loss(**t, **kw), what=f"sc_policy_loss (mode={kw['mode']!r})",
                      inputs=inputs)

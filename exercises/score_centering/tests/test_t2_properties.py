@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from judge.testing import Feedback, assert_close, assert_no_grad, describe, leaf, sibling, visible
+from judge.testing import Feedback, assert_close, assert_no_grad, batch, describe, leaf, sibling, visible
 
 cases = sibling(__file__, "_cases")
 D = torch.float64
@@ -34,8 +34,19 @@ def _full_centering(z, q, ids, mode, low, high, eps=1e-6):
 
 
 def _logits_grad_of_correction(sub, z, log_q, ids, **kw):
+    return _correction_grad(_queue_correction(sub, z, log_q, ids, **kw))
+
+
+def _queue_correction(b, z, log_q, ids, **kw):
+    """Queue sc_correction on the head of softmax(z) (in a batch ``b``); ``_correction_grad`` reads it."""
     z = leaf(z)
-    c = sub.sc_correction(torch.log_softmax(z, -1)[ids], log_q[ids], **kw)
+    return z, b.sc_correction(torch.log_softmax(z, -1)[ids], log_q[ids], **kw)
+
+
+def _correction_grad(queued):
+    """(c, d c / d logits) of a correction queued by ``_queue_correction``."""
+    z, pending = queued
+    c = pending.value
     c.backward()
     return c, z.grad
 
@@ -46,17 +57,20 @@ def test_seed_check_uncentered_mean(sub, ctx):
     z0 = torch.tensor([0.6, 0.4], dtype=D).log()
     log_q = torch.tensor([0.5, 0.5], dtype=D).log()
     ids = torch.tensor([0, 1])
-    _, g = _logits_grad_of_correction(sub, z0, log_q, ids)
+    with batch(sub) as b:
+        correction = _queue_correction(b, z0, log_q, ids)
+        # Token-mean over a = 0 and a = 1 is the expectation under q = (0.5, 0.5): with A = 1 the
+        # centred score has expectation zero, so the loss gradient w.r.t. the logits is 0.
+        z = leaf(z0)
+        lp = torch.log_softmax(z, -1)
+        pending = b.sc_policy_loss(lp.unsqueeze(-1), log_q.unsqueeze(-1), lp.expand(2, 2).unsqueeze(1),
+                                   log_q.expand(2, 2).unsqueeze(1), torch.ones(2, dtype=D),
+                                   torch.ones(2, 1, dtype=torch.bool))
+    _, g = _correction_grad(correction)
     assert_close(g, torch.tensor([-0.1, 0.1], dtype=D),
                  what="d c / d logits for a whole-vocabulary head (must be the mean score mu = q - p)",
                  inputs=dict(p=torch.tensor([0.6, 0.4]), q=torch.tensor([0.5, 0.5]), head="{0, 1}"))
-    # Token-mean over a = 0 and a = 1 is the expectation under q = (0.5, 0.5): with A = 1 the
-    # centred score has expectation zero, so the loss gradient w.r.t. the logits is 0.
-    z = leaf(z0)
-    lp = torch.log_softmax(z, -1)
-    loss = sub.sc_policy_loss(lp.unsqueeze(-1), log_q.unsqueeze(-1), lp.expand(2, 2).unsqueeze(1),
-                              log_q.expand(2, 2).unsqueeze(1), torch.ones(2, dtype=D),
-                              torch.ones(2, 1, dtype=torch.bool))
+    loss = pending.value
     loss.backward()
     assert_close(z.grad, torch.zeros(2, dtype=D), atol=1e-12,
                  what="d loss / d logits averaged over a ~ q with A = 1 (E_q[s_a - mu] = 0; without "
@@ -79,14 +93,17 @@ def test_hand_checked_case(sub, ctx):
     ids = torch.tensor(HAND_IDS)
     inputs = dict(logits=z, q=torch.tensor(HAND_Q, dtype=D), head="H = {0, 2}", mode="none")
     th = leaf(torch.log_softmax(z, -1)[ids])
-    c = sub.sc_correction(th, log_q[ids])
+    with batch(sub) as b:
+        pending = b.sc_correction(th, log_q[ids])
+        logits = _queue_correction(b, z, log_q, ids)
+    c = pending.value
     assert_close(c, torch.tensor(-0.32940826701098097, dtype=D),
                  what="correction value c (hand-checked: -0.329408)", inputs=inputs)
     c.backward()
     assert_close(th.grad, torch.tensor([0.240659498074767, 0.03770066901131741], dtype=D),
                  what="head coefficients d c / d log p_v = sg(q_v - alpha p_v) (hand-checked: [.240659, .037701]; "
                       "alpha = (1 - Q_H)/(1 - P_H) = .721640)", inputs=inputs)
-    _, g = _logits_grad_of_correction(sub, z, log_q, ids)
+    _, g = _correction_grad(logits)
     assert_close(g, torch.tensor([0.1599099961265508, -0.044316266277978314,
                                   -0.08276343231726341, -0.03283029753130911], dtype=D),
                  what="d c / d logits (hand-checked: [.15991, -.044316, -.082763, -.03283])", inputs=inputs)
@@ -101,9 +118,13 @@ def test_tail_weight_alpha_prime(sub, ctx):
     p = torch.tensor([0.3, 0.2], dtype=D)
     q = torch.tensor([0.45, 0.45], dtype=D)
     expected = {"none": q - 0.2 * p, "tis": p - 0.4 * p, "mis": p - 0.0 * p}
-    for mode, coef in expected.items():
-        th = leaf(th0)
-        c = sub.sc_correction(th, sh, mode=mode, low=0.25, high=2.0)
+    with batch(sub) as b:
+        runs = []
+        for mode in expected:
+            th = leaf(th0)
+            runs.append((th, b.sc_correction(th, sh, mode=mode, low=0.25, high=2.0)))
+    for (mode, coef), (th, pending) in zip(expected.items(), runs):
+        c = pending.value
         c.backward()
         assert_close(th.grad, coef,
                      what=f"head coefficients q_v f(p_v/q_v) - alpha' p_v with alpha' = rho f(1/rho) (mode={mode!r})",
@@ -120,33 +141,39 @@ def test_gradient_identity_full_vocabulary_centering(sub, ctx):
     """-grad l = A (w_a s_a - mu_w) with mu_w the full-vocabulary weighted mean score under q_hat."""
     g = ctx.generator(201)
     V, k = 7, 3
-    for trial in range(3):
-        for mode, (low, high) in BOUNDS.items():
-            log_p, log_q = cases.distributions(g, (), V, spread=1.0, mismatch=0.8)
-            z0 = log_p  # logits whose softmax is p
-            ids = cases.head_ids(g, log_q, k)
-            q = log_q.exp()
-            mu = _full_centering(z0, q, ids, mode, low, high)
-            inputs = dict(logits=z0, q=q, head=ids, mode=mode, low=low, high=high)
-            _, gz = _logits_grad_of_correction(sub, z0, log_q, ids, mode=mode, low=low, high=high)
-            assert_close(gz, mu, what=f"d c / d logits vs the full-vocabulary centring mu_w under q_hat (mode={mode!r})",
-                         inputs=inputs)
-            # one token, one response: -grad l = A (w_a s_a - mu_w)
-            a = int(torch.multinomial(q, 1, generator=g)) if trial else int(ids[0])
-            A = float(torch.randn((), generator=g, dtype=D))
-            z = leaf(z0)
-            lp = torch.log_softmax(z, -1)
-            loss = sub.sc_policy_loss(lp[a].reshape(1, 1), log_q[a].reshape(1, 1), lp[ids].reshape(1, 1, k),
-                                      log_q[ids].reshape(1, 1, k), torch.tensor([A], dtype=D),
-                                      torch.ones(1, 1, dtype=torch.bool), mode=mode, low=low, high=high)
-            loss.backward()
-            p = torch.softmax(z0, -1)
-            w_a = _f((p[a] / q[a]).reshape(1), mode, low, high)[0]
-            s_a = -p.clone()
-            s_a[a] += 1
-            assert_close(-z.grad, A * (w_a * s_a - mu),
-                         what=f"-d loss / d logits vs A (w_a s_a - mu_w) (mode={mode!r}, token a={a}, A={A:.4g})",
-                         inputs=inputs)
+    runs = []
+    with batch(sub) as b:  # the cases drawn in the same order as one at a time, then checked in order
+        for trial in range(3):
+            for mode, (low, high) in BOUNDS.items():
+                log_p, log_q = cases.distributions(g, (), V, spread=1.0, mismatch=0.8)
+                z0 = log_p  # logits whose softmax is p
+                ids = cases.head_ids(g, log_q, k)
+                q = log_q.exp()
+                correction = _queue_correction(b, z0, log_q, ids, mode=mode, low=low, high=high)
+                # one token, one response: -grad l = A (w_a s_a - mu_w)
+                a = int(torch.multinomial(q, 1, generator=g)) if trial else int(ids[0])
+                A = float(torch.randn((), generator=g, dtype=D))
+                z = leaf(z0)
+                lp = torch.log_softmax(z, -1)
+                loss = b.sc_policy_loss(lp[a].reshape(1, 1), log_q[a].reshape(1, 1), lp[ids].reshape(1, 1, k),
+                                        log_q[ids].reshape(1, 1, k), torch.tensor([A], dtype=D),
+                                        torch.ones(1, 1, dtype=torch.bool), mode=mode, low=low, high=high)
+                runs.append((mode, low, high, z0, ids, q, a, A, correction, z, loss))
+    for mode, low, high, z0, ids, q, a, A, correction, z, pending in runs:
+        mu = _full_centering(z0, q, ids, mode, low, high)
+        inputs = dict(logits=z0, q=q, head=ids, mode=mode, low=low, high=high)
+        _, gz = _correction_grad(correction)
+        assert_close(gz, mu, what=f"d c / d logits vs the full-vocabulary centring mu_w under q_hat (mode={mode!r})",
+                     inputs=inputs)
+        loss = pending.value
+        loss.backward()
+        p = torch.softmax(z0, -1)
+        w_a = _f((p[a] / q[a]).reshape(1), mode, low, high)[0]
+        s_a = -p.clone()
+        s_a[a] += 1
+        assert_close(-z.grad, A * (w_a * s_a - mu),
+                     what=f"-d loss / d logits vs A (w_a s_a - mu_w) (mode={mode!r}, token a={a}, A={A:.4g})",
+                     inputs=inputs)
 
 
 @visible
@@ -154,23 +181,28 @@ def test_whole_vocabulary_head_is_exact(sub, ctx):
     """With H = the whole vocabulary the gradient is the exact centring sum_v q_v f(p_v/q_v) s_v, no NaN."""
     g = ctx.generator(202)
     V = 5
-    for dtype in (torch.float64, torch.float32):
-        for mode, (low, high) in BOUNDS.items():
-            log_p, log_q = cases.distributions(g, (), V)
-            ids = torch.randperm(V, generator=g)
-            z0, log_q = log_p.to(dtype), log_q.to(dtype)
-            q = log_q.to(D).exp()
-            p = torch.softmax(z0.to(D), -1)
-            qw = q * _f(p / q, mode, low, high)
-            exact = qw - p * qw.sum()
-            c, gz = _logits_grad_of_correction(sub, z0, log_q, ids, mode=mode, low=low, high=high)
-            inputs = dict(logits=z0, q=q, head="the whole vocabulary", mode=mode)
-            if not (bool(torch.isfinite(c).all()) and bool(torch.isfinite(gz).all())):
-                raise Feedback(f"a whole-vocabulary head (P_H = Q_H = 1 up to rounding, mode={mode!r}, {dtype}) "
-                               f"gave a non-finite correction {describe(c)} or gradient {describe(gz)}: "
-                               f"floor 1 - P_H and 1 - Q_H at eps")
-            assert_close(gz, exact, what=f"d c / d logits for a whole-vocabulary head (mode={mode!r})",
-                         inputs=inputs)
+    runs = []
+    with batch(sub) as b:
+        for dtype in (torch.float64, torch.float32):
+            for mode, (low, high) in BOUNDS.items():
+                log_p, log_q = cases.distributions(g, (), V)
+                ids = torch.randperm(V, generator=g)
+                z0, log_q = log_p.to(dtype), log_q.to(dtype)
+                runs.append((dtype, mode, low, high, z0, log_q,
+                             _queue_correction(b, z0, log_q, ids, mode=mode, low=low, high=high)))
+    for dtype, mode, low, high, z0, log_q, correction in runs:
+        q = log_q.to(D).exp()
+        p = torch.softmax(z0.to(D), -1)
+        qw = q * _f(p / q, mode, low, high)
+        exact = qw - p * qw.sum()
+        c, gz = _correction_grad(correction)
+        inputs = dict(logits=z0, q=q, head="the whole vocabulary", mode=mode)
+        if not (bool(torch.isfinite(c).all()) and bool(torch.isfinite(gz).all())):
+            raise Feedback(f"a whole-vocabulary head (P_H = Q_H = 1 up to rounding, mode={mode!r}, {dtype}) "
+                           f"gave a non-finite correction {describe(c)} or gradient {describe(gz)}: "
+                           f"floor 1 - P_H and 1 - Q_H at eps")
+        assert_close(gz, exact, what=f"d c / d logits for a whole-vocabulary head (mode={mode!r})",
+                     inputs=inputs)
 
 
 def test_eps_floors_keep_extremes_finite(sub, oracle, ctx):
@@ -180,50 +212,61 @@ def test_eps_floors_keep_extremes_finite(sub, oracle, ctx):
         ("P_H = 1 - 1e-12, Q_H = 0.8", [0.5, 0.5 - 1e-12], [0.5, 0.3]),
         ("Q_H = 1 exactly, P_H = 0.6", [0.3, 0.3], [0.5, 0.5]),
     ]
-    for what, p, q in rows:
-        th0, sh = torch.tensor(p, dtype=D).log(), torch.tensor(q, dtype=D).log()
-        for mode in ("none", "tis", "mis"):
-            low, high = (0.0, 2.0) if mode != "mis" else (0.5, 2.0)
-            th = leaf(th0)
-            c = sub.sc_correction(th, sh, mode=mode, low=low, high=high)
-            c.backward()
-            inputs = dict(p_head=torch.tensor(p, dtype=D), q_head=torch.tensor(q, dtype=D), mode=mode,
-                          low=low, high=high, eps=1e-6)
-            if not (math.isfinite(float(c.detach())) and bool(torch.isfinite(th.grad).all())):
-                raise Feedback(f"{what} (mode={mode!r}): the correction must stay finite thanks to the floors "
-                               f"rho = max(1 - Q_H, eps) / max(1 - P_H, eps); got c = {describe(c)}, "
-                               f"gradient {describe(th.grad)}")
-            assert_close(c, oracle.sc_correction(th0, sh, mode=mode, low=low, high=high),
-                         what=f"correction value with {what} (mode={mode!r}; both tail masses floored at eps)",
-                         inputs=inputs)
-            assert_close(th.grad, oracle.sc_coefficients(th0, sh, mode=mode, low=low, high=high),
-                         what=f"head coefficients with {what} (mode={mode!r})", inputs=inputs)
+    runs = []
+    with batch(sub) as b:
+        for what, p, q in rows:
+            th0, sh = torch.tensor(p, dtype=D).log(), torch.tensor(q, dtype=D).log()
+            for mode in ("none", "tis", "mis"):
+                low, high = (0.0, 2.0) if mode != "mis" else (0.5, 2.0)
+                th = leaf(th0)
+                runs.append((what, p, q, th0, sh, mode, low, high, th,
+                             b.sc_correction(th, sh, mode=mode, low=low, high=high)))
+    for what, p, q, th0, sh, mode, low, high, th, pending in runs:
+        c = pending.value
+        c.backward()
+        inputs = dict(p_head=torch.tensor(p, dtype=D), q_head=torch.tensor(q, dtype=D), mode=mode,
+                      low=low, high=high, eps=1e-6)
+        if not (math.isfinite(float(c.detach())) and bool(torch.isfinite(th.grad).all())):
+            raise Feedback(f"{what} (mode={mode!r}): the correction must stay finite thanks to the floors "
+                           f"rho = max(1 - Q_H, eps) / max(1 - P_H, eps); got c = {describe(c)}, "
+                           f"gradient {describe(th.grad)}")
+        assert_close(c, oracle.sc_correction(th0, sh, mode=mode, low=low, high=high),
+                     what=f"correction value with {what} (mode={mode!r}; both tail masses floored at eps)",
+                     inputs=inputs)
+        assert_close(th.grad, oracle.sc_coefficients(th0, sh, mode=mode, low=low, high=high),
+                     what=f"head coefficients with {what} (mode={mode!r})", inputs=inputs)
 
 
 def test_mis_endpoints_are_inclusive(sub, ctx):
     """mis keeps ratios equal to low or high (closed band, slime's "mis" / IcePop), in the head,
     in the tail factor f(1/rho) and in the sampled-token weight w_a."""
-    for dtype in (torch.float64, torch.float32):
-        l2 = torch.tensor(L2, dtype=dtype)
-        if not ((l2.exp() == 2.0) and ((-l2).exp() == 0.5) and ((-2 * l2).exp() == 0.25)):
-            raise RuntimeError("test setup: exp(+-log 2) is not exact in this dtype")
-        # head: p = [.5, .25], q = [.25, .25]: ratios [2, 1]; P_H = .75, Q_H = .5: rho = 2, 1/rho = .5 = low
-        th0 = torch.stack([-l2, -2 * l2])
-        sh = torch.stack([-2 * l2, -2 * l2])
-        th = leaf(th0)
-        c = sub.sc_correction(th, sh, mode="mis", low=0.5, high=2.0)
+    runs = []
+    with batch(sub) as b:
+        for dtype in (torch.float64, torch.float32):
+            l2 = torch.tensor(L2, dtype=dtype)
+            if not ((l2.exp() == 2.0) and ((-l2).exp() == 0.5) and ((-2 * l2).exp() == 0.25)):
+                raise RuntimeError("test setup: exp(+-log 2) is not exact in this dtype")
+            # head: p = [.5, .25], q = [.25, .25]: ratios [2, 1]; P_H = .75, Q_H = .5: rho = 2, 1/rho = .5 = low
+            th0 = torch.stack([-l2, -2 * l2])
+            sh = torch.stack([-2 * l2, -2 * l2])
+            th = leaf(th0)
+            correction = b.sc_correction(th, sh, mode="mis", low=0.5, high=2.0)
+            # sampled-token weights at the endpoints: ratios 2 and .5
+            logp = leaf(torch.stack([-l2, -2 * l2]).reshape(1, 2))
+            rollout = torch.stack([-2 * l2, -l2]).reshape(1, 2)
+            heads = torch.stack([-l2, -l2]).expand(1, 2, 2)  # p = q on the head: correction 0
+            loss = b.sc_policy_loss(logp, rollout, heads, heads.clone(), torch.ones(1, dtype=dtype),
+                                    torch.ones(1, 2, dtype=torch.bool), mode="mis", low=0.5, high=2.0)
+            runs.append((dtype, th, correction, logp, loss))
+    for dtype, th, correction, logp, pending in runs:
+        c = correction.value
         c.backward()
         # alpha' = 2 * f(.5) = 2 * .5 = 1; coefficients q w - p = [.25*2 - .5, .25*1 - .25] = [0, 0]
         assert_close(th.grad, torch.zeros(2, dtype=dtype), atol=1e-12,
                      what="head coefficients with a head ratio exactly 2 = high and 1/rho exactly .5 = low "
                           "(both kept: the band is closed)",
                      inputs=dict(p_head=[0.5, 0.25], q_head=[0.25, 0.25], mode="mis", low=0.5, high=2.0))
-        # sampled-token weights at the endpoints: ratios 2 and .5
-        logp = leaf(torch.stack([-l2, -2 * l2]).reshape(1, 2))
-        rollout = torch.stack([-2 * l2, -l2]).reshape(1, 2)
-        heads = torch.stack([-l2, -l2]).expand(1, 2, 2)  # p = q on the head: correction 0
-        loss = sub.sc_policy_loss(logp, rollout, heads, heads.clone(), torch.ones(1, dtype=dtype),
-                                  torch.ones(1, 2, dtype=torch.bool), mode="mis", low=0.5, high=2.0)
+        loss = pending.value
         loss.backward()
         assert_close(logp.grad, torch.tensor([[-1.0, -0.25]], dtype=dtype),
                      what="d loss / d logp = -A w_a / N for token ratios exactly 2 = high and .5 = low "
@@ -235,15 +278,19 @@ def test_correction_is_not_reweighted(sub, ctx):
     """The correction is added after IS weighting: its gradient is A coef / N, never A w_a coef / N."""
     th0 = torch.tensor([0.3, 0.2], dtype=D).log()
     sh = torch.tensor([0.45, 0.25], dtype=D).log()
-    for mode, (low, high) in (("tis", (0.0, 2.0)), ("mis", (0.2, 2.0))):
-        logp = leaf(torch.tensor([[math.log(0.3)]], dtype=D))
-        rollout = torch.tensor([[math.log(0.2)]], dtype=D)  # w_a = 1.5
-        th = leaf(th0.reshape(1, 1, 2))
-        loss = sub.sc_policy_loss(logp, rollout, th, sh.reshape(1, 1, 2), torch.tensor([2.0], dtype=D),
-                                  torch.ones(1, 1, dtype=torch.bool), mode=mode, low=low, high=high)
-        loss.backward()
-        probe = leaf(th0)
-        sub.sc_correction(probe, sh, mode=mode, low=low, high=high).backward()
+    runs = []
+    with batch(sub) as b:
+        for mode, (low, high) in (("tis", (0.0, 2.0)), ("mis", (0.2, 2.0))):
+            logp = leaf(torch.tensor([[math.log(0.3)]], dtype=D))
+            rollout = torch.tensor([[math.log(0.2)]], dtype=D)  # w_a = 1.5
+            th = leaf(th0.reshape(1, 1, 2))
+            loss = b.sc_policy_loss(logp, rollout, th, sh.reshape(1, 1, 2), torch.tensor([2.0], dtype=D),
+                                    torch.ones(1, 1, dtype=torch.bool), mode=mode, low=low, high=high)
+            probe = leaf(th0)
+            runs.append((mode, logp, th, loss, probe, b.sc_correction(probe, sh, mode=mode, low=low, high=high)))
+    for mode, logp, th, loss, probe, correction in runs:
+        loss.value.backward()
+        correction.value.backward()
         assert_close(th.grad.reshape(2), 2.0 * probe.grad,
                      what=f"d loss / d train_head_logp = A * (d c / d train_head_logp) (mode={mode!r}, w_a = 1.5: "
                           f"the correction is not multiplied by w_a)",
@@ -256,9 +303,13 @@ def test_on_policy_correction_vanishes(sub, ctx):
     """q = p on the head: rho = 1, alpha' = f(1), every coefficient p f(1) - f(1) p = 0."""
     g = ctx.generator(203)
     th0, *_ = cases.heads(g, (3,), 8, 4)
-    for mode, (low, high) in BOUNDS.items():
-        th = leaf(th0)
-        c = sub.sc_correction(th, th0.clone(), mode=mode, low=low, high=high)
+    runs = []
+    with batch(sub) as b:
+        for mode, (low, high) in BOUNDS.items():
+            th = leaf(th0)
+            runs.append((mode, th, b.sc_correction(th, th0.clone(), mode=mode, low=low, high=high)))
+    for mode, th, pending in runs:
+        c = pending.value
         c.sum().backward()
         assert_close(c, torch.zeros(3, dtype=D), atol=1e-12,
                      what=f"correction when sampler head == trainer head (mode={mode!r})",
@@ -272,14 +323,20 @@ def test_on_policy_correction_vanishes(sub, ctx):
 def test_frozen_inputs_get_no_gradient(sub, ctx):
     g = ctx.generator(204)
     t, kw = cases.loss_case(g, 3, 4, 7, 3, D, 1)
-    for mode, (low, high) in BOUNDS.items():
-        frozen = {n: leaf(t[n]) for n in ("rollout_logp", "sampler_head_logp", "advantages")}
-        args = {**t, **frozen, "logp": leaf(t["logp"]), "train_head_logp": leaf(t["train_head_logp"])}
-        sub.sc_policy_loss(**args, mode=mode, low=low, high=high).backward()
+    runs = []
+    with batch(sub) as b:
+        for mode, (low, high) in BOUNDS.items():
+            frozen = {n: leaf(t[n]) for n in ("rollout_logp", "sampler_head_logp", "advantages")}
+            args = {**t, **frozen, "logp": leaf(t["logp"]), "train_head_logp": leaf(t["train_head_logp"])}
+            loss = b.sc_policy_loss(**args, mode=mode, low=low, high=high)
+            sh = leaf(t["sampler_head_logp"][:1, :1])
+            correction = b.sc_correction(leaf(t["train_head_logp"][:1, :1]), sh, mode=mode, low=low, high=high)
+            runs.append((mode, frozen, loss, sh, correction))
+    for mode, frozen, loss, sh, correction in runs:
+        loss.value.backward()
         for n, x in frozen.items():
             assert_no_grad(x, what=f"{n} (sc_policy_loss, mode={mode!r})")
-        sh = leaf(t["sampler_head_logp"][:1, :1])
-        sub.sc_correction(leaf(t["train_head_logp"][:1, :1]), sh, mode=mode, low=low, high=high).sum().backward()
+        correction.value.sum().backward()
         assert_no_grad(sh, what=f"sampler_head_logp (sc_correction, mode={mode!r})")
 
 
@@ -291,18 +348,26 @@ def test_padding_is_neutralised(sub, ctx):
     clean, _ = cases.loss_case(g, 3, 4, 6, 3, D, 2, pad=False)
     mask = torch.tensor([[1, 1, 0, 0], [1, 0, 1, 0], [0, 0, 0, 0]], dtype=torch.bool)
     clean["mask"] = mask
+    fills = (None, float("nan"), float("inf"), -float("inf"), 1e30)
+    runs = {mode: [] for mode in BOUNDS}
+    with batch(sub) as b:
+        for mode, (low, high) in BOUNDS.items():
+            kw = dict(mode=mode, low=low, high=high)
+            for fill in fills:
+                padded = dict(clean)
+                if fill is not None:
+                    for n in ("logp", "rollout_logp"):
+                        padded[n] = clean[n].masked_fill(~mask, fill)
+                    for n in ("train_head_logp", "sampler_head_logp"):
+                        padded[n] = clean[n].masked_fill(~mask.unsqueeze(-1), fill)
+                logp, head = leaf(padded["logp"]), leaf(padded["train_head_logp"])
+                pending = b.sc_policy_loss(**{**padded, "logp": logp, "train_head_logp": head}, **kw)
+                runs[mode].append((fill, logp, head, pending))
     for mode, (low, high) in BOUNDS.items():
         kw = dict(mode=mode, low=low, high=high)
         reference = None
-        for fill in (None, float("nan"), float("inf"), -float("inf"), 1e30):
-            batch = dict(clean)
-            if fill is not None:
-                for n in ("logp", "rollout_logp"):
-                    batch[n] = clean[n].masked_fill(~mask, fill)
-                for n in ("train_head_logp", "sampler_head_logp"):
-                    batch[n] = clean[n].masked_fill(~mask.unsqueeze(-1), fill)
-            logp, head = leaf(batch["logp"]), leaf(batch["train_head_logp"])
-            loss = sub.sc_policy_loss(**{**batch, "logp": logp, "train_head_logp": head}, **kw)
+        for fill, logp, head, pending in runs[mode]:
+            loss = pending.value
             loss.backward()
             if reference is None:
                 reference = (loss.detach(), logp.grad, head.grad)
@@ -327,14 +392,19 @@ def test_default_bounds(sub, oracle, ctx):
     rollout = torch.tensor([[0.2, 0.2]], dtype=D).log()
     heads_p, heads_q = th.expand(1, 2, 2), sh.expand(1, 2, 2)
     adv, mask = torch.tensor([1.5], dtype=D), torch.ones(1, 2, dtype=torch.bool)
-    for mode in ("tis", "mis"):
+    runs = []
+    with batch(sub) as b:
+        for mode in ("tis", "mis"):
+            logp = leaf(logp0)
+            runs.append((mode, b.sc_correction(th, sh, mode=mode), logp,
+                         b.sc_policy_loss(logp, rollout, heads_p, heads_q, adv, mask, mode=mode)))
+    for mode, correction, logp, pending in runs:
         inputs = dict(p_head=th.exp(), q_head=sh.exp(), mode=mode, low="(default)", high="(default)")
-        c = sub.sc_correction(th, sh, mode=mode)
+        c = correction.value
         assert_close(c, oracle.sc_correction(th, sh, mode=mode, low=0.0, high=2.0),
                      what=f"sc_correction with the default bounds (mode={mode!r}: low = 0.0, high = 2.0)",
                      inputs=inputs)
-        logp = leaf(logp0)
-        loss = sub.sc_policy_loss(logp, rollout, heads_p, heads_q, adv, mask, mode=mode)
+        loss = pending.value
         args = (logp0, rollout, heads_p, heads_q, adv, mask)
         assert_close(loss, oracle.sc_policy_loss(*args, mode=mode, low=0.0, high=2.0),
                      what=f"sc_policy_loss with the default bounds (mode={mode!r}: low = 0.0, high = 2.0)",
@@ -348,8 +418,10 @@ def test_inputs_not_mutated(sub, ctx):
     g = ctx.generator(206)
     t, kw = cases.loss_case(g, 3, 3, 6, 3, torch.float32, 3)
     before = {n: x.clone() for n, x in t.items()}
-    sub.sc_policy_loss(**t, **kw)
-    sub.sc_correction(t["train_head_logp"][0], t["sampler_head_logp"][0], **kw)
+    with batch(sub) as b:
+        calls = [b.sc_policy_loss(**t, **kw), b.sc_correction(t["train_head_logp"][0], t["sampler_head_logp"][0], **kw)]
+    for pending in calls:
+        pending.value  # raises what the call raised; in-place changes are copied back to t
     for n, x in t.items():
         same = (x == before[n]) | (torch.isnan(x) & torch.isnan(before[n])) if x.is_floating_point() else x == before[n]
         if not bool(same.all()):
