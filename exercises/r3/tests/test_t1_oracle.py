@@ -2,34 +2,42 @@
 
 import torch
 
-from judge.testing import assert_close, check_tensor, sibling, visible
+from judge.testing import assert_close, batch, check_tensor, sibling, visible
 
 cases = sibling(__file__, "_cases")
 
 
 def _gates_vs_oracle(sub, oracle, ctx, salt, sf):
     g = ctx.generator(salt)
-    for n, e, k, d, d_out in cases.T1_SIZES:
-        for dtype in cases.DTYPES:
-            scale = 0.5 + 3.5 * float(torch.rand((), generator=g))
-            _, u, idx, _ = cases.make_case(g, n, e, k, d, d_out, dtype, scale=scale)
-            what = f"replay_gates(score_function={sf!r}) on N={n}, E={e}, k={k}, {dtype}"
-            got = check_tensor(sub.replay_gates(u, idx, score_function=sf), what=what, shape=(n, k), dtype=dtype)
-            assert_close(got, oracle.replay_gates(u, idx, score_function=sf), what=what,
-                         inputs={"router_logits": u, "expert_idx": idx})
+    runs = []
+    with batch(sub) as b:  # every case first (the same draws as one case at a time), then checked in order
+        for n, e, k, d, d_out in cases.T1_SIZES:
+            for dtype in cases.DTYPES:
+                scale = 0.5 + 3.5 * float(torch.rand((), generator=g))
+                _, u, idx, _ = cases.make_case(g, n, e, k, d, d_out, dtype, scale=scale)
+                runs.append((n, e, k, dtype, u, idx, b.replay_gates(u, idx, score_function=sf)))
+    for n, e, k, dtype, u, idx, pending in runs:
+        what = f"replay_gates(score_function={sf!r}) on N={n}, E={e}, k={k}, {dtype}"
+        got = check_tensor(pending.value, what=what, shape=(n, k), dtype=dtype)
+        assert_close(got, oracle.replay_gates(u, idx, score_function=sf), what=what,
+                     inputs={"router_logits": u, "expert_idx": idx})
 
 
 def _forward_vs_oracle(sub, oracle, ctx, salt, sf):
     g = ctx.generator(salt)
-    for n, e, k, d, d_out in cases.T1_SIZES:
-        for dtype in cases.DTYPES:
-            scale = 0.5 + 3.5 * float(torch.rand((), generator=g))
-            x, u, idx, w = cases.make_case(g, n, e, k, d, d_out, dtype, scale=scale)
-            what = f"moe_replay_forward(score_function={sf!r}) on N={n}, E={e}, k={k}, D={d}, D_out={d_out}, {dtype}"
-            got = check_tensor(sub.moe_replay_forward(x, u, idx, w, score_function=sf), what=what,
-                               shape=(n, d_out), dtype=dtype)
-            assert_close(got, oracle.moe_replay_forward(x, u, idx, w, score_function=sf), what=what,
-                         inputs={"x": x, "router_logits": u, "expert_idx": idx, "expert_weight": w})
+    runs = []
+    with batch(sub) as b:  # every case first (the same draws as one case at a time), then checked in order
+        for n, e, k, d, d_out in cases.T1_SIZES:
+            for dtype in cases.DTYPES:
+                scale = 0.5 + 3.5 * float(torch.rand((), generator=g))
+                x, u, idx, w = cases.make_case(g, n, e, k, d, d_out, dtype, scale=scale)
+                runs.append((n, e, k, d, d_out, dtype, x, u, idx, w,
+                             b.moe_replay_forward(x, u, idx, w, score_function=sf)))
+    for n, e, k, d, d_out, dtype, x, u, idx, w, pending in runs:
+        what = f"moe_replay_forward(score_function={sf!r}) on N={n}, E={e}, k={k}, D={d}, D_out={d_out}, {dtype}"
+        got = check_tensor(pending.value, what=what, shape=(n, d_out), dtype=dtype)
+        assert_close(got, oracle.moe_replay_forward(x, u, idx, w, score_function=sf), what=what,
+                     inputs={"x": x, "router_logits": u, "expert_idx": idx, "expert_weight": w})
 
 
 @visible
