@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from judge.testing import Feedback, check_tensor, describe, expect_raises, leaf, visible
+from judge.testing import Feedback, batch, check_tensor, describe, expect_raises, leaf, visible
 
 
 def _inputs(g, B, L, dtype, bool_mask=True):
@@ -20,20 +20,28 @@ def _inputs(g, B, L, dtype, bool_mask=True):
 @visible
 def test_weights_shape_and_dtype(sub, ctx):
     g = ctx.generator(1)
-    for dtype in (torch.float32, torch.float64):
-        for B, L in ((2, 5), (3, 3)):
+    shapes = [(dtype, B, L) for dtype in (torch.float32, torch.float64) for B, L in ((2, 5), (3, 3))]
+    with batch(sub) as b:
+        outs = []
+        for dtype, B, L in shapes:
             logp, rollout, _, mask = _inputs(g, B, L, dtype)
-            out = sub.masked_is_weights(logp, rollout, mask)
-            check_tensor(out, what=f"masked_is_weights on {dtype} inputs of shape [{B}, {L}]",
-                         shape=(B, L), dtype=dtype)
+            outs.append(b.masked_is_weights(logp, rollout, mask))
+    for (dtype, B, L), out in zip(shapes, outs):
+        check_tensor(out.value, what=f"masked_is_weights on {dtype} inputs of shape [{B}, {L}]",
+                     shape=(B, L), dtype=dtype)
 
 
 @visible
 def test_loss_is_a_scalar_tensor_in_the_input_dtype(sub, ctx):
     g = ctx.generator(2)
-    for dtype in (torch.float32, torch.float64):
-        logp, rollout, adv, mask = _inputs(g, 3, 4, dtype)
-        out = sub.offpolicy_loss(leaf(logp), rollout, adv, mask)
+    dtypes = (torch.float32, torch.float64)
+    with batch(sub) as b:
+        outs = []
+        for dtype in dtypes:
+            logp, rollout, adv, mask = _inputs(g, 3, 4, dtype)
+            outs.append(b.offpolicy_loss(leaf(logp), rollout, adv, mask))
+    for dtype, pending in zip(dtypes, outs):
+        out = pending.value
         check_tensor(out, what=f"offpolicy_loss on {dtype} inputs", shape=(), dtype=dtype)
         if not out.requires_grad:
             raise Feedback(f"offpolicy_loss on {dtype} inputs returned a tensor with no autograd graph "
@@ -45,11 +53,12 @@ def test_mask_dtype_does_not_change_the_result_dtype(sub, ctx):
     g = ctx.generator(3)
     logp, rollout, adv, mask = _inputs(g, 2, 3, torch.float32)
     mask64 = mask.to(torch.float64)
-    w = sub.masked_is_weights(logp, rollout, mask64)
-    check_tensor(w, what="masked_is_weights with float32 log-probs and a float64 0/1 mask",
+    with batch(sub) as b:
+        w = b.masked_is_weights(logp, rollout, mask64)
+        loss = b.offpolicy_loss(leaf(logp), rollout, adv, mask64)
+    check_tensor(w.value, what="masked_is_weights with float32 log-probs and a float64 0/1 mask",
                  shape=(2, 3), dtype=torch.float32)
-    loss = sub.offpolicy_loss(leaf(logp), rollout, adv, mask64)
-    check_tensor(loss, what="offpolicy_loss with float32 log-probs and a float64 0/1 mask "
+    check_tensor(loss.value, what="offpolicy_loss with float32 log-probs and a float64 0/1 mask "
                  "(count the tokens in logp's dtype)", shape=(), dtype=torch.float32)
 
 
@@ -63,16 +72,21 @@ def test_shape_mismatches_raise_value_error(sub, ctx):
         "mask of shape [3, 3]": dict(mask=mask[:, :3]),
         "mask of shape [3, 4, 1]": dict(mask=mask[..., None]),
     }
-    for what, change in bad.items():
-        kw = dict(logp=logp, rollout_logp=rollout, mask=mask) | change
-        expect_raises(ValueError, sub.masked_is_weights, kw["logp"], kw["rollout_logp"], kw["mask"],
-                      what=f"masked_is_weights with logp [3, 4] and {what}")
-        expect_raises(ValueError, sub.offpolicy_loss, kw["logp"], kw["rollout_logp"], adv, kw["mask"],
-                      what=f"offpolicy_loss with logp [3, 4] and {what}")
-    for what, a in {"advantages of shape [3, 1]": adv[:, None], "advantages of shape [4]": torch.zeros(4),
-                    "advantages of shape [] (a scalar)": adv[0]}.items():
-        expect_raises(ValueError, sub.offpolicy_loss, logp, rollout, a, mask,
-                      what=f"offpolicy_loss with logp [3, 4] and {what} (advantages must be [B] = [3])")
+    bad_adv = {"advantages of shape [3, 1]": adv[:, None], "advantages of shape [4]": torch.zeros(4),
+               "advantages of shape [] (a scalar)": adv[0]}
+    with batch(sub) as b:
+        calls = []
+        for what, change in bad.items():
+            kw = dict(logp=logp, rollout_logp=rollout, mask=mask) | change
+            calls.append((b.masked_is_weights(kw["logp"], kw["rollout_logp"], kw["mask"]),
+                          f"masked_is_weights with logp [3, 4] and {what}"))
+            calls.append((b.offpolicy_loss(kw["logp"], kw["rollout_logp"], adv, kw["mask"]),
+                          f"offpolicy_loss with logp [3, 4] and {what}"))
+        for what, a in bad_adv.items():
+            calls.append((b.offpolicy_loss(logp, rollout, a, mask),
+                          f"offpolicy_loss with logp [3, 4] and {what} (advantages must be [B] = [3])"))
+    for pending, what in calls:
+        expect_raises(ValueError, pending.get, what=what)
 
 
 @visible
@@ -80,15 +94,18 @@ def test_non_2d_inputs_raise_value_error(sub, ctx):
     g = ctx.generator(5)
     logp, rollout, adv, mask = _inputs(g, 2, 3, torch.float64)
     flat = (logp[0], rollout[0], mask[0])
-    expect_raises(ValueError, sub.masked_is_weights, *flat,
-                  what="masked_is_weights with 1-D inputs of shape [3] (inputs must be [B, L])")
-    expect_raises(ValueError, sub.offpolicy_loss, flat[0], flat[1], adv[:1], flat[2],
-                  what="offpolicy_loss with 1-D inputs of shape [3] and advantages [1]")
     cube = (logp[None], rollout[None], mask[None])
-    expect_raises(ValueError, sub.masked_is_weights, *cube,
-                  what="masked_is_weights with 3-D inputs of shape [1, 2, 3]")
-    expect_raises(ValueError, sub.offpolicy_loss, cube[0], cube[1], adv[:1], cube[2],
-                  what="offpolicy_loss with 3-D inputs of shape [1, 2, 3] and advantages [1]")
+    with batch(sub) as b:
+        calls = [(b.masked_is_weights(*flat),
+                  "masked_is_weights with 1-D inputs of shape [3] (inputs must be [B, L])"),
+                 (b.offpolicy_loss(flat[0], flat[1], adv[:1], flat[2]),
+                  "offpolicy_loss with 1-D inputs of shape [3] and advantages [1]"),
+                 (b.masked_is_weights(*cube),
+                  "masked_is_weights with 3-D inputs of shape [1, 2, 3]"),
+                 (b.offpolicy_loss(cube[0], cube[1], adv[:1], cube[2]),
+                  "offpolicy_loss with 3-D inputs of shape [1, 2, 3] and advantages [1]")]
+    for pending, what in calls:
+        expect_raises(ValueError, pending.get, what=what)
 
 
 @visible
@@ -97,21 +114,27 @@ def test_bad_widths_raise_value_error(sub, ctx):
     logp, rollout, adv, mask = _inputs(g, 2, 3, torch.float64)
     bad = [(0.0, 0.2), (1.0, 0.2), (-0.1, 0.2), (1.5, 0.2), (math.nan, 0.2),
            (0.2, 0.0), (0.2, -0.2), (0.2, math.inf), (0.2, math.nan)]
-    for cl, ch in bad:
-        expect_raises(ValueError, sub.masked_is_weights, logp, rollout, mask, clip_low=cl, clip_high=ch,
+    with batch(sub) as b:
+        calls = [(b.masked_is_weights(logp, rollout, mask, clip_low=cl, clip_high=ch),
+                  b.offpolicy_loss(logp, rollout, adv, mask, clip_low=cl, clip_high=ch)) for cl, ch in bad]
+    for (cl, ch), (weights, loss) in zip(bad, calls):
+        expect_raises(ValueError, weights.get,
                       what=f"masked_is_weights with clip_low={cl}, clip_high={ch} "
                            f"(need 0 < clip_low < 1 and a finite clip_high > 0)")
-        expect_raises(ValueError, sub.offpolicy_loss, logp, rollout, adv, mask, clip_low=cl, clip_high=ch,
-                      what=f"offpolicy_loss with clip_low={cl}, clip_high={ch}")
+        expect_raises(ValueError, loss.get, what=f"offpolicy_loss with clip_low={cl}, clip_high={ch}")
 
 
 def test_valid_widths_are_accepted(sub, ctx):
     g = ctx.generator(7)
     logp, rollout, adv, mask = _inputs(g, 2, 3, torch.float64)
-    for cl, ch in ((0.999, 1e6), (1e-6, 1e-6), (0.5, 3.0)):
+    widths = ((0.999, 1e6), (1e-6, 1e-6), (0.5, 3.0))
+    with batch(sub) as b:
+        calls = [(b.masked_is_weights(logp, rollout, mask, clip_low=cl, clip_high=ch),
+                  b.offpolicy_loss(logp, rollout, adv, mask, clip_low=cl, clip_high=ch)) for cl, ch in widths]
+    for (cl, ch), (weights, loss) in zip(widths, calls):
         try:
-            sub.masked_is_weights(logp, rollout, mask, clip_low=cl, clip_high=ch)
-            sub.offpolicy_loss(logp, rollout, adv, mask, clip_low=cl, clip_high=ch)
+            weights.value
+            loss.value
         except ValueError as e:
             raise Feedback(f"clip_low={cl}, clip_high={ch} are valid widths (0 < clip_low < 1, "
                            f"clip_high finite and > 0), but a ValueError was raised: {e}") from None
@@ -120,25 +143,30 @@ def test_valid_widths_are_accepted(sub, ctx):
 @visible
 def test_empty_mask_gives_a_graph_connected_zero(sub, ctx):
     g = ctx.generator(8)
-    for dtype in (torch.float32, torch.float64):
-        for bool_mask in (True, False):
-            logp, rollout, adv, _ = _inputs(g, 2, 3, dtype)
-            mask = torch.zeros(2, 3, dtype=torch.bool if bool_mask else dtype)
-            what = f"offpolicy_loss with an all-zero {'bool' if bool_mask else 'float'} mask ({dtype})"
-            lp = leaf(logp)
-            loss = sub.offpolicy_loss(lp, rollout, adv, mask)
-            check_tensor(loss, what=what, shape=(), dtype=dtype)
-            if not bool(loss.detach() == 0):
-                raise Feedback(f"{what}: expected exactly 0 (no valid token; the denominator is "
-                               f"max(1, 0) = 1), got {describe(loss)}")
-            if not loss.requires_grad:
-                raise Feedback(f"{what}: the zero must stay connected to logp's graph "
-                               f"(requires_grad=True), got a detached tensor such as torch.tensor(0.)")
-            loss.backward()
-            if lp.grad is None or bool((lp.grad != 0).any()):
-                raise Feedback(f"{what}: after loss.backward() logp.grad should be all zeros, "
-                               f"got {describe(lp.grad)}")
-            w = sub.masked_is_weights(logp, rollout, mask)
-            check_tensor(w, what=f"masked_is_weights with an all-zero mask ({dtype})", shape=(2, 3), dtype=dtype)
-            if bool((w != 0).any()):
-                raise Feedback(f"masked_is_weights with an all-zero mask: expected all zeros, got {describe(w)}")
+    cases = []
+    with batch(sub) as b:
+        for dtype in (torch.float32, torch.float64):
+            for bool_mask in (True, False):
+                logp, rollout, adv, _ = _inputs(g, 2, 3, dtype)
+                mask = torch.zeros(2, 3, dtype=torch.bool if bool_mask else dtype)
+                lp = leaf(logp)
+                cases.append((dtype, bool_mask, lp, b.offpolicy_loss(lp, rollout, adv, mask),
+                              b.masked_is_weights(logp, rollout, mask)))
+    for dtype, bool_mask, lp, loss, w in cases:
+        what = f"offpolicy_loss with an all-zero {'bool' if bool_mask else 'float'} mask ({dtype})"
+        loss = loss.value
+        check_tensor(loss, what=what, shape=(), dtype=dtype)
+        if not bool(loss.detach() == 0):
+            raise Feedback(f"{what}: expected exactly 0 (no valid token; the denominator is "
+                           f"max(1, 0) = 1), got {describe(loss)}")
+        if not loss.requires_grad:
+            raise Feedback(f"{what}: the zero must stay connected to logp's graph "
+                           f"(requires_grad=True), got a detached tensor such as torch.tensor(0.)")
+        loss.backward()
+        if lp.grad is None or bool((lp.grad != 0).any()):
+            raise Feedback(f"{what}: after loss.backward() logp.grad should be all zeros, "
+                           f"got {describe(lp.grad)}")
+        w = w.value
+        check_tensor(w, what=f"masked_is_weights with an all-zero mask ({dtype})", shape=(2, 3), dtype=dtype)
+        if bool((w != 0).any()):
+            raise Feedback(f"masked_is_weights with an all-zero mask: expected all zeros, got {describe(w)}")

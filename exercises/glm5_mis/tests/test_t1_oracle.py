@@ -2,7 +2,7 @@
 
 import torch
 
-from judge.testing import Feedback, assert_close, check_tensor, leaf, sibling, visible
+from judge.testing import Feedback, assert_close, batch, check_tensor, leaf, sibling, visible
 
 cases = sibling(__file__, "_cases")
 
@@ -29,26 +29,40 @@ def _case_list(ctx, salt):
     return out
 
 
-def _check_weights(sub, oracle, inputs, cl, ch):
+def _queue_weights(b, inputs, cl, ch):
+    """Queue masked_is_weights on ``inputs`` in the batch ``b``; ``_check_weights`` checks it."""
     x = cases.clean_inputs(inputs)
     logp, rollout, mask = inputs["logp"], inputs["rollout_logp"], inputs["mask"]
+    return x, b.masked_is_weights(logp, rollout, mask, clip_low=cl, clip_high=ch)
+
+
+def _check_weights(oracle, inputs, cl, ch, queued):
+    x, out = queued
+    logp = inputs["logp"]
     shown = {"logp": x["logp"], "rollout_logp": x["rollout_logp"], "mask": x["mask"],
              "clip_low": cl, "clip_high": ch}
     expected = oracle.masked_is_weights(x["logp"], x["rollout_logp"], x["mask"], cl, ch)
-    out = sub.masked_is_weights(logp, rollout, mask, clip_low=cl, clip_high=ch)
+    out = out.value
     check_tensor(out, what="masked_is_weights", shape=tuple(logp.shape), dtype=logp.dtype)
     assert_close(out, expected, what="masked_is_weights (w = r inside the open interval, 0 elsewhere)",
                  inputs=shown)
 
 
-def _check_loss(sub, oracle, inputs, cl, ch):
+def _queue_loss(b, inputs, cl, ch):
+    """Queue offpolicy_loss on ``inputs`` (logp a fresh leaf) in the batch ``b``; ``_check_loss`` checks it."""
     x = cases.clean_inputs(inputs)
+    lp = leaf(inputs["logp"])
+    loss = b.offpolicy_loss(lp, inputs["rollout_logp"], inputs["advantages"], inputs["mask"],
+                            clip_low=cl, clip_high=ch)
+    return x, lp, loss
+
+
+def _check_loss(oracle, cl, ch, queued):
+    x, lp, loss = queued
     shown = dict(x, clip_low=cl, clip_high=ch)
     exp_loss = oracle.offpolicy_loss(x["logp"], x["rollout_logp"], x["advantages"], x["mask"], cl, ch)
     exp_grad = oracle.offpolicy_loss_grad(x["logp"], x["rollout_logp"], x["advantages"], x["mask"], cl, ch)
-    lp = leaf(inputs["logp"])
-    loss = sub.offpolicy_loss(lp, inputs["rollout_logp"], inputs["advantages"], inputs["mask"],
-                              clip_low=cl, clip_high=ch)
+    loss = loss.value
     check_tensor(loss, what="offpolicy_loss", shape=(), dtype=lp.dtype)
     assert_close(loss, exp_loss, what="offpolicy_loss (-sum m w A logp / max(1, N))", inputs=shown)
     if not loss.requires_grad:
@@ -65,15 +79,24 @@ def _check_loss(sub, oracle, inputs, cl, ch):
 def test_small_case_matches_oracle(sub, oracle, ctx):
     g = ctx.generator(10)
     inputs = cases.random_case(g, 2, 3, torch.float64, bool_mask=True, pad_fill=None, log_ratio_scale=0.3)
-    _check_weights(sub, oracle, inputs, 0.2, 0.2)
-    _check_loss(sub, oracle, inputs, 0.2, 0.2)
+    with batch(sub) as b:
+        weights = _queue_weights(b, inputs, 0.2, 0.2)
+        loss = _queue_loss(b, inputs, 0.2, 0.2)
+    _check_weights(oracle, inputs, 0.2, 0.2, weights)
+    _check_loss(oracle, 0.2, 0.2, loss)
 
 
 def test_weights_match_oracle(sub, oracle, ctx):
-    for inputs, cl, ch in _case_list(ctx, 11):
-        _check_weights(sub, oracle, inputs, cl, ch)
+    case_list = _case_list(ctx, 11)
+    with batch(sub) as b:
+        queued = [_queue_weights(b, inputs, cl, ch) for inputs, cl, ch in case_list]
+    for (inputs, cl, ch), q in zip(case_list, queued):
+        _check_weights(oracle, inputs, cl, ch, q)
 
 
 def test_loss_and_gradient_match_oracle(sub, oracle, ctx):
-    for inputs, cl, ch in _case_list(ctx, 12):
-        _check_loss(sub, oracle, inputs, cl, ch)
+    case_list = _case_list(ctx, 12)
+    with batch(sub) as b:
+        queued = [_queue_loss(b, inputs, cl, ch) for inputs, cl, ch in case_list]
+    for (inputs, cl, ch), q in zip(case_list, queued):
+        _check_loss(oracle, cl, ch, q)

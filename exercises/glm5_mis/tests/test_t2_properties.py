@@ -5,7 +5,8 @@ import math
 
 import torch
 
-from judge.testing import Feedback, assert_close, assert_no_grad, check_tensor, describe, leaf, sibling, visible
+from judge.testing import (Feedback, assert_close, assert_no_grad, batch, check_tensor, describe, leaf, sibling,
+                           visible)
 
 cases = sibling(__file__, "_cases")
 DTYPES = (torch.float32, torch.float64)
@@ -27,23 +28,29 @@ def _exactly_zero(t, where, what):
 @visible
 def test_hand_checked_case(sub):
     # clip_low=0.5, clip_high=1.0 -> bounds 0.5 and 2.0; log-ratios [0, log 2, -log 2, log 1.1]; A = 2.
-    for dtype in DTYPES:
-        logp = _t([[-1.0, -0.5, -2.0, -0.3]], dtype)
-        rollout = logp - _t([[0.0, LOG2, -LOG2, math.log(1.1)]], dtype)
-        ratio = torch.exp(logp - rollout)
-        # Setup checks in this dtype: ratio 2 lands exactly on the upper bound, the third on or below 0.5.
-        assert float(ratio[0, 1]) == 2.0 and float(ratio[0, 2]) <= 0.5, ratio
-        mask = torch.ones(1, 4, dtype=torch.bool)
-        adv = _t([2.0], dtype)
+    queued = []
+    with batch(sub) as b:
+        for dtype in DTYPES:
+            logp = _t([[-1.0, -0.5, -2.0, -0.3]], dtype)
+            rollout = logp - _t([[0.0, LOG2, -LOG2, math.log(1.1)]], dtype)
+            ratio = torch.exp(logp - rollout)
+            # Setup checks in this dtype: ratio 2 lands exactly on the upper bound, the third on or below 0.5.
+            assert float(ratio[0, 1]) == 2.0 and float(ratio[0, 2]) <= 0.5, ratio
+            mask = torch.ones(1, 4, dtype=torch.bool)
+            adv = _t([2.0], dtype)
+            lp = leaf(logp)
+            queued.append((dtype, logp, rollout, mask, adv, lp,
+                           b.masked_is_weights(logp, rollout, mask, clip_low=0.5, clip_high=1.0),
+                           b.offpolicy_loss(lp, rollout, adv, mask, clip_low=0.5, clip_high=1.0)))
+    for dtype, logp, rollout, mask, adv, lp, w, loss in queued:
         shown = {"logp": logp, "rollout_logp": rollout, "advantages": adv, "mask": mask,
                  "clip_low": 0.5, "clip_high": 1.0}
-        w = sub.masked_is_weights(logp, rollout, mask, clip_low=0.5, clip_high=1.0)
+        w = w.value
         check_tensor(w, what="masked_is_weights", shape=(1, 4), dtype=dtype)
         assert_close(w, _t([[1.0, 0.0, 0.0, 1.1]], torch.float64),
                      what=f"hand-checked weights ({dtype}; ratios [1, 2, 0.5, 1.1] with bounds 0.5 and 2.0: "
                           f"both endpoints are rejected)", inputs=shown)
-        lp = leaf(logp)
-        loss = sub.offpolicy_loss(lp, rollout, adv, mask, clip_low=0.5, clip_high=1.0)
+        loss = loss.value
         check_tensor(loss, what="offpolicy_loss", shape=(), dtype=dtype)
         assert_close(loss, torch.tensor(0.665, dtype=torch.float64),
                      what=f"hand-checked loss ({dtype}): -(1*2*(-1) + 1.1*2*(-0.3)) / 4 = 0.665 "
@@ -56,21 +63,27 @@ def test_hand_checked_case(sub):
 @visible
 def test_strict_endpoints(sub):
     # rollout = 0 and logp = +-log 2: exp gives exactly 2.0 and 0.5 in float32 and float64.
-    for dtype in DTYPES:
-        logp = _t([[LOG2, -LOG2, 0.0, 0.5 * LOG2]], dtype)
-        rollout = torch.zeros(1, 4, dtype=dtype)
-        ratio = torch.exp(logp - rollout)
-        assert ratio[0, :3].tolist() == [2.0, 0.5, 1.0], ratio  # setup: exact endpoints in this dtype
-        mask = torch.ones(1, 4, dtype=torch.bool)
+    queued = []
+    with batch(sub) as b:
+        for dtype in DTYPES:
+            logp = _t([[LOG2, -LOG2, 0.0, 0.5 * LOG2]], dtype)
+            rollout = torch.zeros(1, 4, dtype=dtype)
+            ratio = torch.exp(logp - rollout)
+            assert ratio[0, :3].tolist() == [2.0, 0.5, 1.0], ratio  # setup: exact endpoints in this dtype
+            mask = torch.ones(1, 4, dtype=torch.bool)
+            lp = leaf(logp)
+            queued.append((dtype, logp, rollout, ratio, mask, lp,
+                           b.masked_is_weights(logp, rollout, mask, clip_low=0.5, clip_high=1.0),
+                           b.offpolicy_loss(lp, rollout, _t([1.0], dtype), mask, clip_low=0.5, clip_high=1.0)))
+    for dtype, logp, rollout, ratio, mask, lp, w, loss in queued:
         shown = {"logp": logp, "rollout_logp": rollout, "mask": mask, "clip_low": 0.5, "clip_high": 1.0}
-        w = sub.masked_is_weights(logp, rollout, mask, clip_low=0.5, clip_high=1.0)
+        w = w.value
         check_tensor(w, what="masked_is_weights", shape=(1, 4), dtype=dtype)
         expected = _t([[0.0, 0.0, 1.0, float(ratio[0, 3])]], torch.float64)
         assert_close(w, expected, what=f"weights at ratios [2, 0.5, 1, sqrt 2] with bounds 0.5 and 2.0 ({dtype}): "
                                        f"the interval is OPEN, a ratio on an endpoint gets weight 0 "
                                        f"(use > and <, not >= and <=)", inputs=shown)
-        lp = leaf(logp)
-        loss = sub.offpolicy_loss(lp, rollout, _t([1.0], dtype), mask, clip_low=0.5, clip_high=1.0)
+        loss = loss.value
         loss.backward()
         assert_close(lp.grad, -expected / 4, what=f"dL/dlogp with ratios [2, 0.5, 1, sqrt 2] ({dtype}): "
                                                   f"endpoint tokens get no gradient", inputs=shown)
@@ -85,15 +98,20 @@ def test_native_dtype_comparison(sub):
               (torch.float64, 1.2, "1.2 is the upper bound itself: do not build the bounds as float32 "
                                    "tensors (float32(1.2) = 1.2000000476837158 > 1.2)"),
               (torch.float64, 0.8, "0.8 is the lower bound itself")]
-    for dtype, target, why in checks:
-        x = cases.exact_log_ratio(target, dtype)
-        inside = cases.exact_log_ratio(float(torch.nextafter(_t(target, dtype), _t(1.0, dtype))), dtype)
-        logp = _t([[x, inside]], dtype)
-        rollout = torch.zeros(1, 2, dtype=dtype)
-        r = torch.exp(logp - rollout)
-        assert float(r[0, 0]) == cases.exact_ratio_value(target, dtype), r  # setup
-        mask = torch.ones(1, 2, dtype=torch.bool)
-        w = sub.masked_is_weights(logp, rollout, mask, clip_low=0.2, clip_high=0.2)
+    queued = []
+    with batch(sub) as b:
+        for dtype, target, why in checks:
+            x = cases.exact_log_ratio(target, dtype)
+            inside = cases.exact_log_ratio(float(torch.nextafter(_t(target, dtype), _t(1.0, dtype))), dtype)
+            logp = _t([[x, inside]], dtype)
+            rollout = torch.zeros(1, 2, dtype=dtype)
+            r = torch.exp(logp - rollout)
+            assert float(r[0, 0]) == cases.exact_ratio_value(target, dtype), r  # setup
+            mask = torch.ones(1, 2, dtype=torch.bool)
+            queued.append((logp, rollout, r, mask,
+                           b.masked_is_weights(logp, rollout, mask, clip_low=0.2, clip_high=0.2)))
+    for (dtype, target, why), (logp, rollout, r, mask, w) in zip(checks, queued):
+        w = w.value
         check_tensor(w, what="masked_is_weights", shape=(1, 2), dtype=dtype)
         shown = {"logp": logp, "rollout_logp": rollout, "mask": mask, "clip_low": 0.2, "clip_high": 0.2}
         assert_close(w, _t([[0.0, float(r[0, 1])]], torch.float64), rtol=0, atol=0,
@@ -104,18 +122,24 @@ def test_native_dtype_comparison(sub):
 @visible
 def test_weights_and_rollout_and_advantages_are_detached(sub, ctx):
     g = ctx.generator(20)
-    for dtype in DTYPES:
-        x = cases.random_case(g, 3, 4, dtype, bool_mask=True, pad_fill=None, log_ratio_scale=0.2)
-        lp, ro, adv = leaf(x["logp"]), leaf(x["rollout_logp"]), leaf(x["advantages"])
-        w = sub.masked_is_weights(lp, ro, x["mask"])
+    queued = []
+    with batch(sub) as b:
+        for dtype in DTYPES:
+            x = cases.random_case(g, 3, 4, dtype, bool_mask=True, pad_fill=None, log_ratio_scale=0.2)
+            lp, ro, adv = leaf(x["logp"]), leaf(x["rollout_logp"]), leaf(x["advantages"])
+            queued.append((dtype, x, lp, ro, adv, b.masked_is_weights(lp, ro, x["mask"]),
+                           b.offpolicy_loss(lp, ro, adv, x["mask"]),
+                           b.masked_is_weights(x["logp"], x["rollout_logp"], x["mask"])))
+    for dtype, x, lp, ro, adv, w, loss, wd in queued:
+        w = w.value
         if w.requires_grad:
             raise Feedback(f"masked_is_weights must return detached weights (sg[r 1(...)]), but the result "
                            f"requires grad when logp and rollout_logp do ({dtype})")
-        loss = sub.offpolicy_loss(lp, ro, adv, x["mask"])
+        loss = loss.value
         loss.backward()
         assert_no_grad(ro, what=f"rollout_logp ({dtype})")
         assert_no_grad(adv, what=f"advantages ({dtype})")
-        wd = sub.masked_is_weights(x["logp"], x["rollout_logp"], x["mask"]).to(torch.float64)
+        wd = wd.value.to(torch.float64)
         n = max(1, int((x["mask"] != 0).sum()))
         expected = -wd * x["advantages"].to(torch.float64)[:, None] / n
         assert_close(lp.grad, expected,
@@ -126,46 +150,61 @@ def test_weights_and_rollout_and_advantages_are_detached(sub, ctx):
 @visible
 def test_padding_with_nan_inf_and_huge_values(sub, ctx):
     g = ctx.generator(21)
-    for dtype in DTYPES:
-        base = cases.random_case(g, 3, 5, dtype, bool_mask=True, pad_fill=None, log_ratio_scale=0.15, p_valid=0.6)
-        valid = base["mask"]
-        clean_loss = None
-        fills = ((math.nan, math.nan), (math.inf, -math.inf), (-math.inf, math.inf),
-                 (1e30, -1e30), (-1e30, 1e30), (math.nan, 0.0), (0.0, math.inf))
-        for k, (fill_logp, fill_roll) in enumerate(fills):
-            logp = torch.where(valid, base["logp"], _t(fill_logp, dtype))
-            rollout = torch.where(valid, base["rollout_logp"], _t(fill_roll, dtype))
-            mask = valid if (k + (dtype == torch.float64)) % 2 == 0 else valid.to(dtype)  # alternate kinds
-            what = (f"{dtype}, {'bool' if mask.dtype == torch.bool else 'float'} mask, padding "
-                    f"logp={fill_logp}, rollout_logp={fill_roll}")
-            w = sub.masked_is_weights(logp, rollout, mask)
-            _exactly_zero(w, ~valid, f"masked_is_weights ({what})")
-            lp = leaf(logp)
-            loss = sub.offpolicy_loss(lp, rollout, base["advantages"], mask)
-            if not bool(torch.isfinite(loss.detach())):
-                raise Feedback(f"offpolicy_loss ({what}) returned {describe(loss)}: padding must be "
-                               f"neutralised with torch.where before any arithmetic (NaN * 0 = NaN)")
-            if clean_loss is None:
-                clean_loss = sub.offpolicy_loss(base["logp"], base["rollout_logp"], base["advantages"], valid)
-            assert_close(loss, clean_loss.detach(), what=f"offpolicy_loss ({what}) versus the same inputs "
-                                                         f"with finite padding: padding must not matter")
-            loss.backward()
-            if lp.grad is None:
-                raise Feedback(f"offpolicy_loss ({what}): logp.grad is None after backward")
-            _exactly_zero(lp.grad, ~valid, f"dL/dlogp ({what}) at padded positions")
+    fills = ((math.nan, math.nan), (math.inf, -math.inf), (-math.inf, math.inf),
+             (1e30, -1e30), (-1e30, 1e30), (math.nan, 0.0), (0.0, math.inf))
+    queued = []
+    with batch(sub) as b:
+        for dtype in DTYPES:
+            base = cases.random_case(g, 3, 5, dtype, bool_mask=True, pad_fill=None, log_ratio_scale=0.15,
+                                     p_valid=0.6)
+            valid = base["mask"]
+            for k, (fill_logp, fill_roll) in enumerate(fills):
+                logp = torch.where(valid, base["logp"], _t(fill_logp, dtype))
+                rollout = torch.where(valid, base["rollout_logp"], _t(fill_roll, dtype))
+                mask = valid if (k + (dtype == torch.float64)) % 2 == 0 else valid.to(dtype)  # alternate kinds
+                what = (f"{dtype}, {'bool' if mask.dtype == torch.bool else 'float'} mask, padding "
+                        f"logp={fill_logp}, rollout_logp={fill_roll}")
+                lp = leaf(logp)
+                call = (b.masked_is_weights(logp, rollout, mask),
+                        b.offpolicy_loss(lp, rollout, base["advantages"], mask))
+                if k == 0:  # the same inputs with finite padding, once per dtype
+                    call += (b.offpolicy_loss(base["logp"], base["rollout_logp"], base["advantages"], valid),)
+                queued.append((valid, what, lp) + call)
+    clean_loss = None
+    for valid, what, lp, w, loss, *clean in queued:
+        w = w.value
+        _exactly_zero(w, ~valid, f"masked_is_weights ({what})")
+        loss = loss.value
+        if not bool(torch.isfinite(loss.detach())):
+            raise Feedback(f"offpolicy_loss ({what}) returned {describe(loss)}: padding must be "
+                           f"neutralised with torch.where before any arithmetic (NaN * 0 = NaN)")
+        if clean:
+            clean_loss = clean[0].value
+        assert_close(loss, clean_loss.detach(), what=f"offpolicy_loss ({what}) versus the same inputs "
+                                                     f"with finite padding: padding must not matter")
+        loss.backward()
+        if lp.grad is None:
+            raise Feedback(f"offpolicy_loss ({what}): logp.grad is None after backward")
+        _exactly_zero(lp.grad, ~valid, f"dL/dlogp ({what}) at padded positions")
 
 
 @visible
 def test_extreme_log_ratios(sub):
     # Valid log-ratios of +-1000 overflow exp to inf or underflow it to 0: weight 0, no NaN anywhere.
-    for dtype in DTYPES:
-        logp = _t([[-1.0, -1001.0, -0.5, -102.0], [-1.0, -101.0, -0.7, -0.3]], dtype)
-        rollout = _t([[-1001.0, -1.0, -0.5, -2.0], [-1.0, -1.0, -0.6, -0.3]], dtype)
-        # log-ratios [1000, -1000, 0, -100] and [0, -100, -0.1, 0]: exp(100) overflows float32 too
-        mask = torch.ones(2, 4, dtype=torch.bool)
-        adv = _t([1.5, -0.5], dtype)
+    queued = []
+    with batch(sub) as b:
+        for dtype in DTYPES:
+            logp = _t([[-1.0, -1001.0, -0.5, -102.0], [-1.0, -101.0, -0.7, -0.3]], dtype)
+            rollout = _t([[-1001.0, -1.0, -0.5, -2.0], [-1.0, -1.0, -0.6, -0.3]], dtype)
+            # log-ratios [1000, -1000, 0, -100] and [0, -100, -0.1, 0]: exp(100) overflows float32 too
+            mask = torch.ones(2, 4, dtype=torch.bool)
+            adv = _t([1.5, -0.5], dtype)
+            lp = leaf(logp)
+            queued.append((dtype, logp, rollout, mask, adv, lp, b.masked_is_weights(logp, rollout, mask),
+                           b.offpolicy_loss(lp, rollout, adv, mask)))
+    for dtype, logp, rollout, mask, adv, lp, w, loss in queued:
         shown = {"logp": logp, "rollout_logp": rollout, "advantages": adv, "mask": mask}
-        w = sub.masked_is_weights(logp, rollout, mask)
+        w = w.value
         check_tensor(w, what="masked_is_weights", shape=(2, 4), dtype=dtype)
         r = torch.exp((logp - rollout).to(torch.float64))
         keep = (r > 0.8) & (r < 1.2)
@@ -173,8 +212,7 @@ def test_extreme_log_ratios(sub):
         assert_close(w, expected, what=f"weights with log-ratios +-1000 and +-100 ({dtype}): an overflowing ratio "
                                        f"is outside the interval, weight 0 (select with torch.where; "
                                        f"inf * 0 = NaN)", inputs=shown)
-        lp = leaf(logp)
-        loss = sub.offpolicy_loss(lp, rollout, adv, mask)
+        loss = loss.value
         exp_loss = -(expected * adv.to(torch.float64)[:, None] * logp.to(torch.float64)).sum() / 8
         assert_close(loss, exp_loss, what=f"offpolicy_loss with log-ratios +-1000 ({dtype})", inputs=shown)
         loss.backward()
@@ -185,15 +223,19 @@ def test_extreme_log_ratios(sub):
 
 def test_denominator_counts_rejected_tokens(sub):
     # Row 1: one retained token of four; row 2: three rejected tokens and one padded slot.
-    for dtype in DTYPES:
-        logp = _t([[-1.0, -1.0, -1.0, -1.0], [-2.0, -2.0, -2.0, -2.0]], dtype)
-        log_ratio = _t([[0.0, 1.0, -1.0, 2.0], [1.0, -1.0, 3.0, 0.0]], dtype)
-        rollout = logp - log_ratio
-        mask = _t([[1, 1, 1, 1], [1, 1, 1, 0]], dtype)
-        adv = _t([1.0, 3.0], dtype)
+    queued = []
+    with batch(sub) as b:
+        for dtype in DTYPES:
+            logp = _t([[-1.0, -1.0, -1.0, -1.0], [-2.0, -2.0, -2.0, -2.0]], dtype)
+            log_ratio = _t([[0.0, 1.0, -1.0, 2.0], [1.0, -1.0, 3.0, 0.0]], dtype)
+            rollout = logp - log_ratio
+            mask = _t([[1, 1, 1, 1], [1, 1, 1, 0]], dtype)
+            adv = _t([1.0, 3.0], dtype)
+            lp = leaf(logp)
+            queued.append((dtype, logp, rollout, mask, adv, lp, b.offpolicy_loss(lp, rollout, adv, mask)))
+    for dtype, logp, rollout, mask, adv, lp, loss in queued:
         shown = {"logp": logp, "rollout_logp": rollout, "advantages": adv, "mask": mask}
-        lp = leaf(logp)
-        loss = sub.offpolicy_loss(lp, rollout, adv, mask)
+        loss = loss.value
         assert_close(loss, torch.tensor(1.0 / 7, dtype=torch.float64),
                      what=f"offpolicy_loss ({dtype}) with 1 retained token among 7 valid ones: "
                           f"-(1 * 1 * -1) / 7; the denominator counts rejected tokens too (not 1)", inputs=shown)
@@ -204,19 +246,25 @@ def test_denominator_counts_rejected_tokens(sub):
 
 def test_inputs_are_not_mutated(sub, ctx):
     g = ctx.generator(22)
-    for dtype in DTYPES:
-        for k, fill in enumerate((math.nan, math.inf, 1e30)):
-            bool_mask = k % 2 == (dtype == torch.float64)  # alternate mask kinds
-            x = cases.random_case(g, 3, 4, dtype, bool_mask=bool_mask, pad_fill=fill, log_ratio_scale=0.5)
-            before = cases.clean_inputs(x)
-            sub.masked_is_weights(x["logp"], x["rollout_logp"], x["mask"])
-            sub.offpolicy_loss(x["logp"], x["rollout_logp"], x["advantages"], x["mask"])
-            for name, t in x.items():
-                b = before[name]
-                same = torch.equal(torch.isnan(t), torch.isnan(b)) and torch.equal(
-                    torch.where(torch.isnan(b), torch.zeros_like(b), b),
-                    torch.where(torch.isnan(t), torch.zeros_like(t), t))
-                if not same:
-                    raise Feedback(f"{name} was modified in place (padding filled with {fill}, {dtype}): "
-                                   f"before {describe(b)}, after {describe(t)}. Never write into the "
-                                   f"inputs; build new tensors with torch.where")
+    queued = []
+    with batch(sub) as b:
+        for dtype in DTYPES:
+            for k, fill in enumerate((math.nan, math.inf, 1e30)):
+                bool_mask = k % 2 == (dtype == torch.float64)  # alternate mask kinds
+                x = cases.random_case(g, 3, 4, dtype, bool_mask=bool_mask, pad_fill=fill, log_ratio_scale=0.5)
+                before = cases.clean_inputs(x)
+                queued.append((dtype, fill, x, before, b.masked_is_weights(x["logp"], x["rollout_logp"], x["mask"]),
+                               b.offpolicy_loss(x["logp"], x["rollout_logp"], x["advantages"], x["mask"])))
+    # reading the results brings the calls' in-place changes back into x, as a direct call does
+    for dtype, fill, x, before, w, loss in queued:
+        w.value
+        loss.value
+        for name, t in x.items():
+            b = before[name]
+            same = torch.equal(torch.isnan(t), torch.isnan(b)) and torch.equal(
+                torch.where(torch.isnan(b), torch.zeros_like(b), b),
+                torch.where(torch.isnan(t), torch.zeros_like(t), t))
+            if not same:
+                raise Feedback(f"{name} was modified in place (padding filled with {fill}, {dtype}): "
+                               f"before {describe(b)}, after {describe(t)}. Never write into the "
+                               f"inputs; build new tensors with torch.where")
