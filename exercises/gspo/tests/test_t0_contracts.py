@@ -3,7 +3,7 @@ what an all-empty mask gives."""
 
 import torch
 
-from judge.testing import Feedback, check_tensor, describe, expect_raises, leaf, visible
+from judge.testing import Feedback, batch, check_tensor, describe, expect_raises, leaf, visible
 
 
 def _inputs(B, L, dtype, mask_dtype=torch.bool):
@@ -18,37 +18,45 @@ def _inputs(B, L, dtype, mask_dtype=torch.bool):
 
 @visible
 def test_sequence_ratio_returns_one_ratio_per_response(sub):
-    for B, L in ((3, 5), (4, 4), (2, 1)):
-        for dtype in (torch.float32, torch.float64):
+    shapes = [(B, L, dtype) for B, L in ((3, 5), (4, 4), (2, 1)) for dtype in (torch.float32, torch.float64)]
+    with batch(sub) as b:
+        outs = []
+        for B, L, dtype in shapes:
             logp, old, _, mask = _inputs(B, L, dtype)
-            # shape [B]: one ratio per response (not [B, L], not [B, 1]), in the input dtype
-            out = sub.sequence_ratio(logp, old, mask)
-            check_tensor(out, what=f"sequence_ratio on [{B}, {L}] {dtype} inputs", shape=(B,), dtype=dtype)
+            outs.append(b.sequence_ratio(logp, old, mask))
+    for (B, L, dtype), out in zip(shapes, outs):
+        # shape [B]: one ratio per response (not [B, L], not [B, 1]), in the input dtype
+        check_tensor(out.value, what=f"sequence_ratio on [{B}, {L}] {dtype} inputs", shape=(B,), dtype=dtype)
 
 
 @visible
 def test_gspo_loss_returns_a_scalar_tensor(sub):
-    for B, L in ((3, 5), (4, 4)):
-        for dtype in (torch.float32, torch.float64):
+    shapes = [(B, L, dtype) for B, L in ((3, 5), (4, 4)) for dtype in (torch.float32, torch.float64)]
+    with batch(sub) as b:
+        outs = []
+        for B, L, dtype in shapes:
             logp, old, adv, mask = _inputs(B, L, dtype)
-            out = sub.gspo_loss(logp, old, adv, mask)
-            check_tensor(out, what=f"gspo_loss on [{B}, {L}] {dtype} inputs (default clip_eps)", shape=(), dtype=dtype)
-            out = sub.gspo_loss(logp, old, adv, mask, clip_eps=0.1)
-            check_tensor(out, what=f"gspo_loss(..., clip_eps=0.1) on [{B}, {L}] {dtype} inputs", shape=(), dtype=dtype)
+            outs.append((b.gspo_loss(logp, old, adv, mask), b.gspo_loss(logp, old, adv, mask, clip_eps=0.1)))
+    for (B, L, dtype), (default, eps) in zip(shapes, outs):
+        check_tensor(default.value, what=f"gspo_loss on [{B}, {L}] {dtype} inputs (default clip_eps)", shape=(),
+                     dtype=dtype)
+        check_tensor(eps.value, what=f"gspo_loss(..., clip_eps=0.1) on [{B}, {L}] {dtype} inputs", shape=(),
+                     dtype=dtype)
 
 
 @visible
 def test_outputs_stay_connected_to_logp(sub):
     logp, old, adv, mask = _inputs(3, 4, torch.float64)
-    x = leaf(logp)
-    s = sub.sequence_ratio(x, old, mask)
+    with batch(sub) as b:
+        s = b.sequence_ratio(leaf(logp), old, mask)
+        loss = b.gspo_loss(leaf(logp), old, adv, mask)
+    s = s.value
     check_tensor(s, what="sequence_ratio", shape=(3,))
     if not s.requires_grad:
         raise Feedback("sequence_ratio returned a tensor without a graph (requires_grad=False) although logp "
                        "requires grad: s_i is NOT detached in GSPO, the gradient of the loss reaches logp "
                        "through s_i")
-    x = leaf(logp)
-    loss = sub.gspo_loss(x, old, adv, mask)
+    loss = loss.value
     check_tensor(loss, what="gspo_loss", shape=())
     if not loss.requires_grad:
         raise Feedback("gspo_loss returned a tensor without a graph (requires_grad=False) although logp requires "
@@ -57,11 +65,16 @@ def test_outputs_stay_connected_to_logp(sub):
 
 @visible
 def test_bool_and_float_masks_are_accepted(sub):
-    for mask_dtype in (torch.bool, torch.float32, torch.float64):
-        logp, old, adv, mask = _inputs(3, 4, torch.float64, mask_dtype)
-        check_tensor(sub.sequence_ratio(logp, old, mask), what=f"sequence_ratio with a {mask_dtype} mask",
+    mask_dtypes = (torch.bool, torch.float32, torch.float64)
+    with batch(sub) as b:
+        outs = []
+        for mask_dtype in mask_dtypes:
+            logp, old, adv, mask = _inputs(3, 4, torch.float64, mask_dtype)
+            outs.append((b.sequence_ratio(logp, old, mask), b.gspo_loss(logp, old, adv, mask)))
+    for mask_dtype, (s, loss) in zip(mask_dtypes, outs):
+        check_tensor(s.value, what=f"sequence_ratio with a {mask_dtype} mask",
                      shape=(3,), dtype=torch.float64)
-        check_tensor(sub.gspo_loss(logp, old, adv, mask), what=f"gspo_loss with a {mask_dtype} mask",
+        check_tensor(loss.value, what=f"gspo_loss with a {mask_dtype} mask",
                      shape=(), dtype=torch.float64)
 
 
@@ -76,16 +89,20 @@ def test_shape_mismatches_raise_value_error(sub):
         ("1-D logp, old_logp, mask of shape (4,)", logp[0], old[0], adv[:1], mask[0]),
         ("3-D logp, old_logp, mask of shape (3, 4, 1)", logp[..., None], old[..., None], adv, mask[..., None]),
     ]
-    for what, lp, ol, a, m in bad:
-        expect_raises(ValueError, sub.sequence_ratio, lp, ol, m, what=f"sequence_ratio with {what}")
-        expect_raises(ValueError, sub.gspo_loss, lp, ol, a, m, what=f"gspo_loss with {what}")
-    for what, a in (("advantages of shape (3, 1)", adv[:, None]),
-                    ("advantages of shape (4,)", torch.zeros(4, dtype=torch.float64)),
-                    ("advantages of shape (1,)", adv[:1]),
-                    ("advantages of shape () (a scalar)", adv[0]),
-                    ("advantages of shape (3, 4) (per-token: that is GSPO-token)", torch.zeros(3, 4, dtype=torch.float64))):
-        expect_raises(ValueError, sub.gspo_loss, logp, old, a, mask,
-                      what=f"gspo_loss with logp of shape (3, 4) and {what}")
+    bad_adv = (("advantages of shape (3, 1)", adv[:, None]),
+               ("advantages of shape (4,)", torch.zeros(4, dtype=torch.float64)),
+               ("advantages of shape (1,)", adv[:1]),
+               ("advantages of shape () (a scalar)", adv[0]),
+               ("advantages of shape (3, 4) (per-token: that is GSPO-token)", torch.zeros(3, 4, dtype=torch.float64)))
+    with batch(sub) as b:
+        calls = []
+        for what, lp, ol, a, m in bad:
+            calls.append((b.sequence_ratio(lp, ol, m), f"sequence_ratio with {what}"))
+            calls.append((b.gspo_loss(lp, ol, a, m), f"gspo_loss with {what}"))
+        for what, a in bad_adv:
+            calls.append((b.gspo_loss(logp, old, a, mask), f"gspo_loss with logp of shape (3, 4) and {what}"))
+    for pending, what in calls:
+        expect_raises(ValueError, pending.get, what=what)
 
 
 @visible
@@ -94,21 +111,27 @@ def test_empty_responses(sub):
     logp, old, adv, mask = _inputs(3, 4, torch.float64)
     mask = mask.clone()
     mask[1] = False
-    s = sub.sequence_ratio(logp, old, mask)
+    mask_dtypes = (torch.bool, torch.float32)
+    with batch(sub) as b:
+        one_empty = b.sequence_ratio(logp, old, mask)
+        all_empty = []
+        for mask_dtype in mask_dtypes:
+            logp_, old_, adv_, _ = _inputs(3, 4, torch.float64)
+            empty = torch.zeros(3, 4, dtype=mask_dtype)
+            x = leaf(logp_)
+            all_empty.append((adv_, x, b.sequence_ratio(logp_, old_, empty), b.gspo_loss(x, old_, adv_, empty)))
+    s = one_empty.value
     check_tensor(s, what="sequence_ratio", shape=(3,))
     if float(s[1]) != 1.0:
         raise Feedback(f"sequence_ratio of an empty response (no valid token) must be exactly 1, got {describe(s)} "
                        f"for mask {describe(mask)} (divide by max(n_i, 1), never by 0)")
     # An all-empty mask: ratios all 1, the loss a graph-connected zero whose gradients are 0.
-    for mask_dtype in (torch.bool, torch.float32):
-        logp, old, adv, _ = _inputs(3, 4, torch.float64)
-        empty = torch.zeros(3, 4, dtype=mask_dtype)
-        s = sub.sequence_ratio(logp, old, empty)
+    for adv, x, s, loss in all_empty:
+        s = s.value
         check_tensor(s, what="sequence_ratio with an all-empty mask", shape=(3,), dtype=torch.float64)
         if not bool((s == 1).all()):
             raise Feedback(f"sequence_ratio with an all-empty mask must be all ones, got {describe(s)}")
-        x = leaf(logp)
-        loss = sub.gspo_loss(x, old, adv, empty)
+        loss = loss.value
         check_tensor(loss, what="gspo_loss with an all-empty mask", shape=(), dtype=torch.float64)
         if float(loss.detach()) != 0.0:
             raise Feedback(f"gspo_loss with an all-empty mask must be 0, got {describe(loss)} with advantages "

@@ -26,7 +26,8 @@ def _compare(name, got, want, tol=1e-6):
 
 
 def test_three_response_diagnostic(sub, ref, experiment, ctx):
-    got = experiment.run(sub, ctx.out_dir)
+    # one run of the submission's toy per grading, shared by every T3 test (its plots go to ctx.out_dir)
+    got = ctx.once(("gspo", "t3", "sub"), lambda: experiment.run(sub, ctx.out_dir))
     want = memo(("gspo", "t3"), lambda: experiment.run(ref, None))
 
     # The claims of the toy, stated first so the message explains what is wrong.
