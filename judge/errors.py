@@ -35,8 +35,12 @@ class SandboxError(JudgeError):
     exit_code = 4
 
 
-class SubmissionFailure(Exception):
-    """The submission could not run: the grading stops and the verdict carries ``kind``."""
+class SubmissionFailure(BaseException):
+    """The submission could not run: the grading stops and the verdict carries ``kind``.
+
+    A ``BaseException``, like ``KeyboardInterrupt``: a tier test's ``except Exception`` (e.g. one
+    that turns a toy's crash into feedback, or ``expect_raises``) cannot swallow it.
+    """
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)

@@ -9,7 +9,7 @@ import torch
 from judge.errors import RemoteException, SubmissionFailure
 from judge.exercise import Function, Limits
 from judge.proxy import SubmissionProxy
-from judge.testing import Feedback, batch
+from judge.testing import Feedback, batch, expect_raises
 
 SOURCE = '''
 import torch
@@ -231,3 +231,13 @@ def test_exit_inside_a_call_stops_the_grading(sub):
     assert e.value.kind == "runtime_error"
     with pytest.raises(AttributeError):
         sub.not_declared  # noqa: B018 - only the exercise's functions exist
+
+
+def test_a_test_cannot_swallow_the_end_of_the_submission(sub):
+    with pytest.raises(SubmissionFailure):  # not turned into "expected ValueError" feedback
+        expect_raises(ValueError, sub.exits, torch.ones(1), what="exits")
+    with pytest.raises(SubmissionFailure):
+        try:
+            sub.exits(torch.ones(1))
+        except Exception:  # noqa: BLE001 - what a toy's crash-to-feedback wrapper does
+            pytest.fail("a SubmissionFailure was caught as an ordinary exception")
