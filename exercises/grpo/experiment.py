@@ -26,6 +26,27 @@ from pathlib import Path
 
 import torch
 
+try:  # under the judge: independent calls share one round trip to the sandboxed submission
+    from judge.testing import batch
+except ImportError:  # standalone, without the judge: each call runs when it is made
+    class _Done:
+        def __init__(self, value):
+            self.value = value
+
+    class batch:  # noqa: N801 - stands in for judge.testing.batch
+        def __init__(self, impl):
+            self._impl = impl
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def __getattr__(self, name):
+            fn = getattr(self._impl, name)
+            return lambda *args, **kwargs: _Done(fn(*args, **kwargs))
+
 ARM_REWARDS = [0.0, 0.2, 1.0, 0.0]
 BEST_ARM = 2
 GROUP_SIZE = 8
@@ -64,10 +85,12 @@ def _train(impl, seed: int) -> list[dict]:
         arms = torch.searchsorted(cdf, uniforms[it].expand(n_pol, G).contiguous(), right=True)
         arms = arms.clamp(max=n_arms - 1)                          # [2, G]
         rewards = arm_rewards[arms]                                # [2, G]
-        adv = torch.cat([impl.group_advantages(rewards[k].clone(), G, normalize_std=VARIANTS[k])
-                         .detach().to(torch.float64) for k in range(n_pol)])   # [2G]
+        with batch(impl) as b:                                     # both variants in one round trip
+            advs = [b.group_advantages(rewards[k].clone(), G, normalize_std=VARIANTS[k])
+                    for k in range(n_pol)]
         flat_arms = arms.reshape(-1)                               # [2G]
         old_logp = torch.log_softmax(theta, -1)[rows, flat_arms].detach()   # [2G]
+        adv = torch.cat([a.value.detach().to(torch.float64) for a in advs])   # [2G]
 
         fracs = [[] for _ in range(n_pol)]
         for _ in range(EPOCHS):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from judge.testing import Feedback, check_tensor, describe, expect_raises, leaf, visible
+from judge.testing import Feedback, batch, check_tensor, describe, expect_raises, leaf, visible
 
 F32, F64 = torch.float32, torch.float64
 
@@ -19,55 +19,70 @@ def _loss_inputs(dtype, B=2, L=3):
 
 @visible
 def test_group_advantages_returns_n_in_input_dtype(sub):
-    for dtype in (F64, F32):
-        rewards = torch.tensor([0.0, 1.0, 1.0, 0.0, 0.5, 1.0], dtype=dtype)
-        for G in (3, 6, 1):
-            out = sub.group_advantages(rewards, G)
-            check_tensor(out, what=f"group_advantages(rewards [6] {dtype}, group_size={G})",
-                         shape=(6,), dtype=dtype)
-            if not bool(torch.isfinite(out).all()):
-                hint = (" (with group_size=1 every group is constant: its centred reward is 0 and "
-                        "sigma + eps = eps > 0, so A = 0; an unbiased std divides by G - 1 = 0)"
-                        if G == 1 else "")
-                raise Feedback(f"group_advantages(rewards, {G}) returned non-finite values "
-                               f"{describe(out)} for rewards {describe(rewards)}{hint}")
+    with batch(sub) as b:
+        calls = []
+        for dtype in (F64, F32):
+            rewards = torch.tensor([0.0, 1.0, 1.0, 0.0, 0.5, 1.0], dtype=dtype)
+            for G in (3, 6, 1):
+                calls.append((dtype, rewards, G, b.group_advantages(rewards, G)))
+    for dtype, rewards, G, pending in calls:
+        out = pending.value
+        check_tensor(out, what=f"group_advantages(rewards [6] {dtype}, group_size={G})",
+                     shape=(6,), dtype=dtype)
+        if not bool(torch.isfinite(out).all()):
+            hint = (" (with group_size=1 every group is constant: its centred reward is 0 and "
+                    "sigma + eps = eps > 0, so A = 0; an unbiased std divides by G - 1 = 0)"
+                    if G == 1 else "")
+            raise Feedback(f"group_advantages(rewards, {G}) returned non-finite values "
+                           f"{describe(out)} for rewards {describe(rewards)}{hint}")
 
 
 @visible
 def test_group_advantages_rejects_bad_group_size(sub):
     rewards = torch.tensor([0.0, 1.0, 1.0, 0.0, 0.5, 1.0], dtype=F64)
-    expect_raises(ValueError, sub.group_advantages, rewards, 4,
+    with batch(sub) as b:
+        p4, p5, p0, pm2 = (b.group_advantages(rewards, G) for G in (4, 5, 0, -2))
+    expect_raises(ValueError, p4.get,
                   what="group_advantages with N=6 rewards and group_size=4 (6 % 4 != 0)")
-    expect_raises(ValueError, sub.group_advantages, rewards, 5,
+    expect_raises(ValueError, p5.get,
                   what="group_advantages with N=6 rewards and group_size=5 (6 % 5 != 0)")
-    expect_raises(ValueError, sub.group_advantages, rewards, 0,
+    expect_raises(ValueError, p0.get,
                   what="group_advantages with group_size=0")
-    expect_raises(ValueError, sub.group_advantages, rewards, -2,
+    expect_raises(ValueError, pm2.get,
                   what="group_advantages with group_size=-2 (6 % -2 == 0 in Python, still invalid)")
 
 
 @visible
 def test_group_advantages_rejects_non_1d_rewards(sub):
-    expect_raises(ValueError, sub.group_advantages, torch.zeros(2, 4, dtype=F64), 4,
+    with batch(sub) as b:
+        p2d = b.group_advantages(torch.zeros(2, 4, dtype=F64), 4)
+        p81 = b.group_advantages(torch.zeros(8, 1, dtype=F64), 4)
+        p0d = b.group_advantages(torch.tensor(1.0, dtype=F64), 1)
+    expect_raises(ValueError, p2d.get,
                   what="group_advantages with 2-D rewards of shape (2, 4)")
-    expect_raises(ValueError, sub.group_advantages, torch.zeros(8, 1, dtype=F64), 4,
+    expect_raises(ValueError, p81.get,
                   what="group_advantages with rewards of shape (8, 1)")
-    expect_raises(ValueError, sub.group_advantages, torch.tensor(1.0, dtype=F64), 1,
+    expect_raises(ValueError, p0d.get,
                   what="group_advantages with 0-dim rewards")
 
 
 @visible
 def test_grpo_loss_returns_scalar_in_input_dtype(sub):
-    for dtype in (F64, F32):
-        for per_token in (False, True):
-            logp, old, adv, mask = _loss_inputs(dtype)
-            lp = leaf(logp)
-            out = sub.grpo_loss(lp, old, adv, mask, per_token_loss=per_token)
-            what = f"grpo_loss(B=2, L=3, {dtype}, per_token_loss={per_token})"
-            check_tensor(out, what=what, shape=(), dtype=dtype)
-            if not out.requires_grad:
-                raise Feedback(f"{what} returned a tensor with requires_grad=False: the loss must stay "
-                               f"connected to logp's graph (no .detach(), no torch.no_grad, no .item())")
+    with batch(sub) as b:
+        calls = []
+        for dtype in (F64, F32):
+            for per_token in (False, True):
+                logp, old, adv, mask = _loss_inputs(dtype)
+                lp = leaf(logp)
+                calls.append((dtype, per_token,
+                              b.grpo_loss(lp, old, adv, mask, per_token_loss=per_token)))
+    for dtype, per_token, pending in calls:
+        out = pending.value
+        what = f"grpo_loss(B=2, L=3, {dtype}, per_token_loss={per_token})"
+        check_tensor(out, what=what, shape=(), dtype=dtype)
+        if not out.requires_grad:
+            raise Feedback(f"{what} returned a tensor with requires_grad=False: the loss must stay "
+                           f"connected to logp's graph (no .detach(), no torch.no_grad, no .item())")
 
 
 @visible
@@ -83,28 +98,34 @@ def test_grpo_loss_rejects_bad_shapes(sub):
         ("mask of shape (2, 2) with logp (2, 3)", (logp, old, adv, mask[:, :2])),
         ("logp of shape (1, 3) with old_logp and mask (2, 3)", (logp[:1], old, adv, mask)),
     ]
-    for what, args in bad:
-        expect_raises(ValueError, sub.grpo_loss, *args, what=f"grpo_loss with {what}")
+    with batch(sub) as b:
+        outs = [b.grpo_loss(*args) for _, args in bad]
+    for (what, _), pending in zip(bad, outs):
+        expect_raises(ValueError, pending.get, what=f"grpo_loss with {what}")
 
 
 @visible
 def test_empty_mask_gives_graph_connected_zero(sub):
-    for dtype in (F64, F32):
-        for per_token in (False, True):
-            logp, old, adv, _ = _loss_inputs(dtype)
-            mask = torch.zeros(2, 3, dtype=torch.bool)
-            lp = leaf(logp)
-            what = f"grpo_loss with an all-zero mask ({dtype}, per_token_loss={per_token})"
-            out = check_tensor(sub.grpo_loss(lp, old, adv, mask, per_token_loss=per_token),
-                               what=what, shape=(), dtype=dtype)
-            if float(out.detach()) != 0.0:
-                raise Feedback(f"{what}: expected 0, got {describe(out)}")
-            if not out.requires_grad:
-                raise Feedback(f"{what}: expected a graph-connected zero (requires_grad=True) so that "
-                               f"loss.backward() works on an all-padding batch; got requires_grad=False "
-                               f"(e.g. torch.tensor(0.) or a detached result)")
-            out.backward()
-            if lp.grad is None:
-                raise Feedback(f"{what}: backward() left logp.grad = None; the zero must depend on logp")
-            if bool((lp.grad != 0).any()) or not bool(torch.isfinite(lp.grad).all()):
-                raise Feedback(f"{what}: expected an all-zero gradient, got {describe(lp.grad)}")
+    with batch(sub) as b:
+        calls = []
+        for dtype in (F64, F32):
+            for per_token in (False, True):
+                logp, old, adv, _ = _loss_inputs(dtype)
+                mask = torch.zeros(2, 3, dtype=torch.bool)
+                lp = leaf(logp)
+                calls.append((dtype, per_token, lp,
+                              b.grpo_loss(lp, old, adv, mask, per_token_loss=per_token)))
+    for dtype, per_token, lp, pending in calls:
+        what = f"grpo_loss with an all-zero mask ({dtype}, per_token_loss={per_token})"
+        out = check_tensor(pending.value, what=what, shape=(), dtype=dtype)
+        if float(out.detach()) != 0.0:
+            raise Feedback(f"{what}: expected 0, got {describe(out)}")
+        if not out.requires_grad:
+            raise Feedback(f"{what}: expected a graph-connected zero (requires_grad=True) so that "
+                           f"loss.backward() works on an all-padding batch; got requires_grad=False "
+                           f"(e.g. torch.tensor(0.) or a detached result)")
+        out.backward()
+        if lp.grad is None:
+            raise Feedback(f"{what}: backward() left logp.grad = None; the zero must depend on logp")
+        if bool((lp.grad != 0).any()) or not bool(torch.isfinite(lp.grad).all()):
+            raise Feedback(f"{what}: expected an all-zero gradient, got {describe(lp.grad)}")

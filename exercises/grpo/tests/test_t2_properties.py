@@ -6,7 +6,8 @@ import math
 
 import torch
 
-from judge.testing import Feedback, assert_close, assert_no_grad, check_tensor, describe, leaf, visible
+from judge.testing import (Feedback, assert_close, assert_no_grad, batch, check_tensor, describe, leaf,
+                           visible)
 
 F32, F64 = torch.float32, torch.float64
 
@@ -29,11 +30,18 @@ def _close(out, expected, *, what, inputs, atol=1e-6, hints=()):
         raise
 
 
-def _adv(sub, rewards, G, dtype=F64, **kwargs):
+def _adv(b, rewards, G, dtype=F64, **kwargs):
+    """Queue group_advantages(rewards, G) in the batch ``b``; ``_adv_result`` reads it."""
     r = torch.tensor(rewards, dtype=dtype)
-    out = sub.group_advantages(r, G, **kwargs)
-    check_tensor(out, what="group_advantages", shape=(len(rewards),), dtype=dtype)
-    return out, {"rewards": r, "group_size": G, **kwargs}
+    inputs = {"rewards": r, "group_size": G, **kwargs}
+    return b.group_advantages(r, G, **kwargs), len(rewards), dtype, inputs
+
+
+def _adv_result(queued):
+    pending, n, dtype, inputs = queued
+    out = pending.value
+    check_tensor(out, what="group_advantages", shape=(n,), dtype=dtype)
+    return out, inputs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -44,12 +52,15 @@ def _adv(sub, rewards, G, dtype=F64, **kwargs):
 def test_reference_advantages_population_std(sub):
     unbiased = "these are the values of the UNBIASED std (divide by G-1, torch.std's default, as " \
                "slime/verl/SkyRL do); this exercise uses the population std (divide by G)"
-    for dtype in (F64, F32):
-        out, inp = _adv(sub, [0.0, 1.0], 2, dtype)
+    with batch(sub) as b:
+        queued = [(_adv(b, [0.0, 1.0], 2, dtype), _adv(b, [1.0, 0.0, 0.0, 0.0], 4, dtype))
+                  for dtype in (F64, F32)]
+    for q2, q4 in queued:
+        out, inp = _adv_result(q2)
         _close(out, [-0.999998, 0.999998], what="group_advantages([0, 1], 2)", inputs=inp,
                hints=[([-0.707106, 0.707106], unbiased),
                       ([-0.5, 0.5], "these are R - mean: the std division is missing")])
-        out, inp = _adv(sub, [1.0, 0.0, 0.0, 0.0], 4, dtype)
+        out, inp = _adv_result(q4)
         _close(out, [1.732047, -0.577349, -0.577349, -0.577349],
                what="group_advantages([1, 0, 0, 0], 4)", inputs=inp,
                hints=[([1.499997, -0.499999, -0.499999, -0.499999], unbiased)])
@@ -57,24 +68,30 @@ def test_reference_advantages_population_std(sub):
 
 @visible
 def test_no_std_option(sub):
-    out, inp = _adv(sub, [0.0, 1.0], 2, normalize_std=False)
+    with batch(sub) as b:
+        q1 = _adv(b, [0.0, 1.0], 2, normalize_std=False)
+        q2 = _adv(b, [1.0, 0.0, 0.0, 0.0, 3.0, 1.0, 2.0, 2.0], 4, normalize_std=False, eps=0.1)
+    out, inp = _adv_result(q1)
     _close(out, [-0.5, 0.5], what="group_advantages([0, 1], 2, normalize_std=False)", inputs=inp,
            atol=1e-12, hints=[([-0.999998, 0.999998], "normalize_std=False was ignored")])
-    out, inp = _adv(sub, [1.0, 0.0, 0.0, 0.0, 3.0, 1.0, 2.0, 2.0], 4, normalize_std=False, eps=0.1)
+    out, inp = _adv_result(q2)
     _close(out, [0.75, -0.25, -0.25, -0.25, 1.0, -1.0, 0.0, 0.0],
            what="group_advantages(..., 4, normalize_std=False, eps=0.1)", inputs=inp, atol=1e-12)
 
 
 @visible
 def test_eps_is_added_outside_the_sqrt(sub):
-    out, inp = _adv(sub, [0.0, 1.0], 2, eps=0.1)
+    with batch(sub) as b:
+        q1 = _adv(b, [0.0, 1.0], 2, eps=0.1)
+        q2 = _adv(b, [0.0, 1e-6], 2)
+    out, inp = _adv_result(q1)
     _close(out, [-0.5 / 0.6, 0.5 / 0.6], what="group_advantages([0, 1], 2, eps=0.1)", inputs=inp,
            hints=[([-0.5 / math.sqrt(0.35), 0.5 / math.sqrt(0.35)],
                    "eps was added inside the square root (sqrt(var + eps)); use sigma + eps"),
                   ([-0.5 / math.sqrt(0.26), 0.5 / math.sqrt(0.26)],
                    "eps**2 was added to the variance; use sigma + eps")])
     # a tiny spread: sigma = 5e-7 is comparable with eps = 1e-6
-    out, inp = _adv(sub, [0.0, 1e-6], 2)
+    out, inp = _adv_result(q2)
     _close(out, [-1.0 / 3.0, 1.0 / 3.0], what="group_advantages([0, 1e-6], 2)", inputs=inp,
            hints=[([-5e-7 / math.sqrt(2.5e-13 + 1e-6), 5e-7 / math.sqrt(2.5e-13 + 1e-6)],
                    "eps was added inside the square root (sqrt(var + eps)); use sigma + eps")])
@@ -86,8 +103,11 @@ def test_equal_rewards_give_zero(sub):
     exact = [([1.0, 1.0, 1.0, 1.0], 4, F32), ([0.0, 0.0], 2, F32), ([0.5] * 8, 8, F32),
              ([1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0], 4, F32), ([1.0] * 6, 3, F64),
              ([0.3, -1.7, 2.2], 1, F32), ([0.3, -1.7, 2.2], 1, F64)]
-    for rewards, G, dtype in exact:
-        out, inp = _adv(sub, rewards, G, dtype)
+    with batch(sub) as b:
+        queued = [_adv(b, rewards, G, dtype) for rewards, G, dtype in exact]
+        q27 = _adv(b, [2.7] * 7, 7)
+    for (rewards, G, dtype), q in zip(exact, queued):
+        out, inp = _adv_result(q)
         n_const = len(rewards) if G == 1 else G
         head = out[:n_const]
         if not bool(torch.isfinite(out).all()) or bool((head != 0).any()):
@@ -95,14 +115,16 @@ def test_equal_rewards_give_zero(sub):
                            f"a group of equal rewards (or of size 1) must give exactly 0, "
                            f"got {describe(out)} (divide by sigma + eps, so 0 / eps = 0)")
     # float64 2.7s: the mean is off by one ulp, which the natural formula turns into |A| ~ 4e-10.
-    out, inp = _adv(sub, [2.7] * 7, 7)
+    out, inp = _adv_result(q27)
     _close(out, [0.0] * 7, what="group_advantages([2.7] * 7, 7) in float64", inputs=inp)
 
 
 @visible
 def test_groups_are_contiguous_slices(sub):
     rewards = [0.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 3.0]
-    out, inp = _adv(sub, rewards, 4, normalize_std=False)
+    with batch(sub) as b:
+        q = _adv(b, rewards, 4, normalize_std=False)
+    out, inp = _adv_result(q)
     _close(out, [-0.5, 0.5, -0.5, 0.5, -0.5, -0.5, -0.5, 1.5],
            what="group_advantages([0, 1, 0, 1, 1, 1, 1, 3], 4, normalize_std=False)", inputs=inp,
            atol=1e-12,
@@ -116,8 +138,10 @@ def test_groups_are_contiguous_slices(sub):
 def test_group_advantages_does_not_mutate_rewards(sub):
     r = torch.tensor([0.0, 1.0, 3.0, 2.0, 2.0, 5.0], dtype=F64)
     before = r.clone()
-    sub.group_advantages(r, 3)
-    sub.group_advantages(r, 2, normalize_std=False)
+    with batch(sub) as b:
+        outs = [b.group_advantages(r, 3), b.group_advantages(r, 2, normalize_std=False)]
+    for out in outs:
+        out.get()   # raises what the call raised; r holds the calls' in-place changes
     if not torch.equal(r, before):
         raise Feedback(f"group_advantages modified its input in place: rewards {describe(before)} "
                        f"became {describe(r)}")
@@ -127,14 +151,20 @@ def test_group_advantages_does_not_mutate_rewards(sub):
 # the clipped surrogate
 
 
-def _single_token(sub, ratio, A, dtype=F64, **kwargs):
-    """Loss and d loss / d logp of one valid token with ratio r (logp = log r, old_logp = 0)."""
+def _single_token(b, ratio, A, dtype=F64, **kwargs):
+    """Queue, in the batch ``b``, the loss of one valid token with ratio r (logp = log r,
+    old_logp = 0); ``_single_token_result`` reads the loss and d loss / d logp."""
     logp = torch.tensor([[math.log(ratio)]], dtype=dtype)
     lp = leaf(logp)
     old = torch.zeros(1, 1, dtype=dtype)
     adv = torch.tensor([A], dtype=dtype)
     mask = torch.ones(1, 1, dtype=torch.bool)
-    loss = sub.grpo_loss(lp, old, adv, mask, **kwargs)
+    return b.grpo_loss(lp, old, adv, mask, **kwargs), lp, dtype, (logp, old, adv, kwargs)
+
+
+def _single_token_result(queued):
+    pending, lp, dtype, (logp, old, adv, kwargs) = queued
+    loss = pending.value
     check_tensor(loss, what="grpo_loss", shape=(), dtype=dtype)
     loss.backward()
     grad = lp.grad if lp.grad is not None else torch.zeros_like(lp)
@@ -146,22 +176,30 @@ def test_hand_checked_tokens(sub):
     clips = {"clip_low": 0.2, "clip_high": 0.28}
     table = {+1.0: ([-1.28, -0.5, -1.1], [0.0, -0.5, -1.1]),
              -1.0: ([1.5, 0.8, 1.1], [1.5, 0.0, 1.1])}
-    for A, (losses, grads) in table.items():
-        for ratio, exp_loss, exp_grad in zip([1.5, 0.5, 1.1], losses, grads):
-            for per_token in (False, True):
-                loss, grad, inp = _single_token(sub, ratio, A, per_token_loss=per_token, **clips)
-                what = f"one token, ratio {ratio}, A = {A:+g}, clip 0.2/0.28"
-                _close(loss, exp_loss, what=f"loss of {what}", inputs=inp, atol=1e-9,
-                       hints=[(-max(ratio * A, min(max(ratio, 0.8), 1.28) * A),
-                               "min and max are swapped: the loss is -min(rA, clip(r)A)")])
-                _close(grad, exp_grad, what=f"d loss / d logp of {what}", inputs=inp, atol=1e-9)
+    cases = [(A, ratio, exp_loss, exp_grad, per_token)
+             for A, (losses, grads) in table.items()
+             for ratio, exp_loss, exp_grad in zip([1.5, 0.5, 1.1], losses, grads)
+             for per_token in (False, True)]
+    with batch(sub) as b:
+        queued = [_single_token(b, ratio, A, per_token_loss=per_token, **clips)
+                  for A, ratio, _, _, per_token in cases]
+    for (A, ratio, exp_loss, exp_grad, per_token), q in zip(cases, queued):
+        loss, grad, inp = _single_token_result(q)
+        what = f"one token, ratio {ratio}, A = {A:+g}, clip 0.2/0.28"
+        _close(loss, exp_loss, what=f"loss of {what}", inputs=inp, atol=1e-9,
+               hints=[(-max(ratio * A, min(max(ratio, 0.8), 1.28) * A),
+                       "min and max are swapped: the loss is -min(rA, clip(r)A)")])
+        _close(grad, exp_grad, what=f"d loss / d logp of {what}", inputs=inp, atol=1e-9)
 
 
 def test_default_clip_widths(sub):
     # defaults clip_low = clip_high = 0.2: range [0.8, 1.2]
-    for ratio, A, exp_loss, exp_grad in ((1.3, 1.0, -1.2, 0.0), (1.1, 1.0, -1.1, -1.1),
-                                          (0.7, -1.0, 0.8, 0.0), (0.9, -1.0, 0.9, 0.9)):
-        loss, grad, inp = _single_token(sub, ratio, A)
+    cases = ((1.3, 1.0, -1.2, 0.0), (1.1, 1.0, -1.1, -1.1),
+             (0.7, -1.0, 0.8, 0.0), (0.9, -1.0, 0.9, 0.9))
+    with batch(sub) as b:
+        queued = [_single_token(b, ratio, A) for ratio, A, _, _ in cases]
+    for (ratio, A, exp_loss, exp_grad), q in zip(cases, queued):
+        loss, grad, inp = _single_token_result(q)
         what = f"one token, ratio {ratio}, A = {A:+g}, default clip_low and clip_high (0.2)"
         _close(loss, exp_loss, what=f"loss of {what}", inputs=inp, atol=1e-9)
         _close(grad, exp_grad, what=f"d loss / d logp of {what}", inputs=inp, atol=1e-9)
@@ -181,9 +219,14 @@ def test_asymmetric_clip(sub):
     mask = torch.ones(B, 1, dtype=torch.bool)
     inp = {"logp": logp, "old_logp": old, "advantages": adv, "mask": mask,
            "clip_low": 0.1, "clip_high": 0.5}
-    for per_token in (True, False):
-        lp = leaf(logp)
-        loss = sub.grpo_loss(lp, old, adv, mask, clip_low=0.1, clip_high=0.5, per_token_loss=per_token)
+    with batch(sub) as b:
+        queued = []
+        for per_token in (True, False):
+            lp = leaf(logp)
+            queued.append((per_token, lp, b.grpo_loss(lp, old, adv, mask, clip_low=0.1, clip_high=0.5,
+                                                      per_token_loss=per_token)))
+    for per_token, lp, pending in queued:
+        loss = pending.value
         what = f"grpo_loss with ratios {ratios}, A {advs}, clip_low=0.1, clip_high=0.5"
         _close(loss, sum(exp_tok) / B, what=what, inputs=inp, atol=1e-9)
         loss.backward()
@@ -220,9 +263,14 @@ def test_aggregation_check(sub):
         True: (0.6, -0.1, 0.1, "token-mean (per_token_loss=True)"),
         False: (0.0, -0.25, 1.0 / 16.0, "seq-mean-token-mean (per_token_loss=False)"),
     }
-    for per_token, (exp_loss, g1, g2, name) in expect.items():
-        lp = leaf(logp)
-        loss = sub.grpo_loss(lp, old, adv, mask, per_token_loss=per_token)
+    with batch(sub) as b:
+        queued = []
+        for per_token in expect:
+            lp = leaf(logp)
+            queued.append((per_token, lp, b.grpo_loss(lp, old, adv, mask, per_token_loss=per_token)))
+    for per_token, lp, pending in queued:
+        exp_loss, g1, g2, name = expect[per_token]
+        loss = pending.value
         what = f"{name}, lengths 2 and 8, A = +1/-1, r = 1"
         other = expect[not per_token]
         _close(loss, exp_loss, what=f"loss of {what}", inputs=inp, atol=1e-9,
@@ -245,9 +293,14 @@ def test_empty_responses_count_in_B(sub):
     # lengths 2, 8 and an empty third response with A = 5: seq-mean divides by B = 3
     logp, old, adv, mask = _two_responses(A=(1.0, 1.0), extra_empty=True, pad=float("nan"))
     inp = {"logp": logp, "old_logp": old, "advantages": adv, "mask": mask}
-    for per_token, exp_loss in ((False, -2.0 / 3.0), (True, -1.0)):
-        lp = leaf(logp)
-        loss = sub.grpo_loss(lp, old, adv, mask, per_token_loss=per_token)
+    with batch(sub) as b:
+        queued = []
+        for per_token, exp_loss in ((False, -2.0 / 3.0), (True, -1.0)):
+            lp = leaf(logp)
+            queued.append((per_token, exp_loss, lp,
+                           b.grpo_loss(lp, old, adv, mask, per_token_loss=per_token)))
+    for per_token, exp_loss, lp, pending in queued:
+        loss = pending.value
         what = f"grpo_loss, lengths 2, 8, 0 with A = 1, 1, 5, r = 1, per_token_loss={per_token}"
         _close(loss, exp_loss, what=what, inputs=inp, atol=1e-9,
                hints=[(-1.0, "the empty response was dropped from B; it must still count")])
@@ -268,9 +321,14 @@ def test_old_logp_and_advantages_are_frozen(sub):
     old0 = logp - torch.tensor([[0.1, -0.15, 0.05], [0.0, 0.12, -0.1]], dtype=F64)
     adv0 = torch.tensor([1.0, -0.5], dtype=F64)
     mask = torch.tensor([[True, True, False], [True, True, True]])
-    for per_token in (False, True):
-        lp, old, adv = leaf(logp), leaf(old0), leaf(adv0)
-        loss = sub.grpo_loss(lp, old, adv, mask, per_token_loss=per_token)
+    with batch(sub) as b:
+        queued = []
+        for per_token in (False, True):
+            lp, old, adv = leaf(logp), leaf(old0), leaf(adv0)
+            queued.append((per_token, lp, old, adv,
+                           b.grpo_loss(lp, old, adv, mask, per_token_loss=per_token)))
+    for per_token, lp, old, adv, pending in queued:
+        loss = pending.value
         loss.backward()
         assert_no_grad(old, what=f"old_logp (per_token_loss={per_token})")
         assert_no_grad(adv, what=f"advantages (per_token_loss={per_token})")
@@ -287,39 +345,49 @@ def test_padding_is_neutralised(sub):
     adv = torch.tensor([1.0, -0.5, 2.0], dtype=F64)
     mask = torch.tensor([[True, True, False, False], [True, True, True, False],
                          [False, False, False, False]])
-    for dtype in (F64, F32):
-        for per_token in (False, True):
-            clean_lp = leaf(torch.where(mask, base_logp, torch.zeros_like(base_logp)).to(dtype))
-            clean_old = torch.where(mask, base_old, torch.zeros_like(base_old)).to(dtype)
-            clean = sub.grpo_loss(clean_lp, clean_old, adv.to(dtype), mask, per_token_loss=per_token)
-            clean.backward()
-            for fill in (float("nan"), float("inf"), float("-inf"), 1e30):
-                logp = torch.where(mask, base_logp, torch.full_like(base_logp, fill)).to(dtype)
-                old = torch.where(mask, base_old, torch.full_like(base_old, -fill)).to(dtype)
-                a = adv.to(dtype)
-                saved = (logp.clone(), old.clone(), a.clone(), mask.clone())
-                lp = leaf(logp)
-                inp = {"logp": logp, "old_logp": old, "advantages": a, "mask": mask}
-                what = (f"grpo_loss with padding filled with {fill} ({str(dtype).replace('torch.', '')}, "
-                        f"per_token_loss={per_token})")
-                loss = sub.grpo_loss(lp, old, a, mask, per_token_loss=per_token)
-                if not bool(torch.isfinite(loss.detach()).all()):
-                    raise Feedback(f"{what}: the loss is {describe(loss)}; padded positions must not "
-                                   f"reach the result (use torch.where before subtracting or "
-                                   f"exponentiating, never x * mask)" + _inputs_text(inp))
-                assert_close(loss, clean.detach(), what=f"{what} (vs zero padding)", inputs=inp)
-                loss.backward()
-                g = lp.grad
-                if g is None or not bool(torch.isfinite(g).all()) or bool((g[~mask] != 0).any()):
-                    raise Feedback(f"{what}: d loss / d logp must be finite and exactly 0 at padded "
-                                   f"positions, got {describe(g)}" + _inputs_text(inp))
-                assert_close(g, clean_lp.grad, what=f"d {what} / d logp (vs zero padding)", inputs=inp)
-                for name, before, after in zip(("logp", "old_logp", "advantages", "mask"), saved,
-                                               (lp.detach(), old, a, mask)):
-                    if not torch.equal(torch.nan_to_num(before), torch.nan_to_num(after)) or \
-                            not torch.equal(torch.isnan(before), torch.isnan(after)):
-                        raise Feedback(f"{what}: {name} was modified in place; leave the inputs as "
-                                       f"they are")
+    with batch(sub) as b:
+        queued = []
+        for dtype in (F64, F32):
+            for per_token in (False, True):
+                clean_lp = leaf(torch.where(mask, base_logp, torch.zeros_like(base_logp)).to(dtype))
+                clean_old = torch.where(mask, base_old, torch.zeros_like(base_old)).to(dtype)
+                pending_clean = b.grpo_loss(clean_lp, clean_old, adv.to(dtype), mask,
+                                            per_token_loss=per_token)
+                filled = []
+                for fill in (float("nan"), float("inf"), float("-inf"), 1e30):
+                    logp = torch.where(mask, base_logp, torch.full_like(base_logp, fill)).to(dtype)
+                    old = torch.where(mask, base_old, torch.full_like(base_old, -fill)).to(dtype)
+                    a = adv.to(dtype)
+                    saved = (logp.clone(), old.clone(), a.clone(), mask.clone())
+                    lp = leaf(logp)
+                    filled.append((fill, logp, old, a, saved, lp,
+                                   b.grpo_loss(lp, old, a, mask, per_token_loss=per_token)))
+                queued.append((dtype, per_token, clean_lp, pending_clean, filled))
+    for dtype, per_token, clean_lp, pending_clean, filled in queued:
+        clean = pending_clean.value
+        clean.backward()
+        for fill, logp, old, a, saved, lp, pending in filled:
+            inp = {"logp": logp, "old_logp": old, "advantages": a, "mask": mask}
+            what = (f"grpo_loss with padding filled with {fill} ({str(dtype).replace('torch.', '')}, "
+                    f"per_token_loss={per_token})")
+            loss = pending.value
+            if not bool(torch.isfinite(loss.detach()).all()):
+                raise Feedback(f"{what}: the loss is {describe(loss)}; padded positions must not "
+                               f"reach the result (use torch.where before subtracting or "
+                               f"exponentiating, never x * mask)" + _inputs_text(inp))
+            assert_close(loss, clean.detach(), what=f"{what} (vs zero padding)", inputs=inp)
+            loss.backward()
+            g = lp.grad
+            if g is None or not bool(torch.isfinite(g).all()) or bool((g[~mask] != 0).any()):
+                raise Feedback(f"{what}: d loss / d logp must be finite and exactly 0 at padded "
+                               f"positions, got {describe(g)}" + _inputs_text(inp))
+            assert_close(g, clean_lp.grad, what=f"d {what} / d logp (vs zero padding)", inputs=inp)
+            for name, before, after in zip(("logp", "old_logp", "advantages", "mask"), saved,
+                                           (lp.detach(), old, a, mask)):
+                if not torch.equal(torch.nan_to_num(before), torch.nan_to_num(after)) or \
+                        not torch.equal(torch.isnan(before), torch.isnan(after)):
+                    raise Feedback(f"{what}: {name} was modified in place; leave the inputs as "
+                                   f"they are")
 
 
 def _inputs_text(inp):
@@ -331,9 +399,13 @@ def test_float_mask_matches_bool_mask(sub):
     old = logp - torch.tensor([[0.3, -0.4, 0.05], [0.0, 0.25, -0.1]], dtype=F32)
     adv = torch.tensor([0.7, -1.3], dtype=F32)
     mask = torch.tensor([[True, False, True], [True, True, False]])
-    for per_token in (False, True):
-        a = sub.grpo_loss(logp, old, adv, mask, per_token_loss=per_token)
-        b = sub.grpo_loss(logp, old, adv, mask.to(F32), per_token_loss=per_token)
+    with batch(sub) as calls:
+        queued = [(per_token, calls.grpo_loss(logp, old, adv, mask, per_token_loss=per_token),
+                   calls.grpo_loss(logp, old, adv, mask.to(F32), per_token_loss=per_token))
+                  for per_token in (False, True)]
+    for per_token, pa, pb in queued:
+        a = pa.value
+        b = pb.value
         assert_close(b, a.detach(), what=f"grpo_loss with a 0/1 float mask vs the same bool mask "
                      f"(per_token_loss={per_token})",
                      inputs={"logp": logp, "old_logp": old, "advantages": adv, "mask": mask})

@@ -20,8 +20,13 @@ def _curve_mismatch(name, got, want, atol):
     return None
 
 
+def _metrics(sub, experiment, ctx):
+    """The submission's toy, run once per grading (every T3 test reads this run; it writes the plots)."""
+    return ctx.once(("grpo", "t3"), lambda: experiment.run(sub, ctx.out_dir))
+
+
 def test_bandit(sub, ref, experiment, ctx):
-    mine = experiment.run(sub, ctx.out_dir)
+    mine = _metrics(sub, experiment, ctx)
     want = memo(("grpo", "t3"), lambda: experiment.run(ref, None))
 
     # the qualitative claims of the toy
