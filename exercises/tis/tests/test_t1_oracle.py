@@ -2,41 +2,64 @@
 
 import torch
 
-from judge.testing import Feedback, assert_close, check_tensor, leaf, sibling, visible
+from judge.testing import Feedback, assert_close, batch, check_tensor, leaf, sibling, visible
 
 cases = sibling(__file__, "_cases")
 
+# Each check is split in three: queue the submission's calls in a batch (one round trip for all of
+# them), compute the oracle's expectations while the submission runs, then check case by case.
 
-def _weights(sub, oracle, ctx, salt, limit=None):
+
+def _queue_weights(b, ctx, salt, limit=None):
     g = ctx.generator(salt)
+    queued = []
     for case, (low, high) in cases.cases(g, limit=limit):
         args = (case["old_logp"], case["rollout_logp"], case["mask"])
-        got = sub.tis_weights(*args, clip_low=low, clip_high=high)
-        want = oracle.tis_weights(*args, clip_low=low, clip_high=high)
+        queued.append((case, low, high, args, b.tis_weights(*args, clip_low=low, clip_high=high)))
+    return queued
+
+
+def _expect_weights(oracle, queued):
+    return [oracle.tis_weights(*args, clip_low=low, clip_high=high) for _, low, high, args, _ in queued]
+
+
+def _check_weights(queued, expected):
+    for (case, low, high, args, pending), want in zip(queued, expected):
+        got = pending.value
         check_tensor(got, what="tis_weights", shape=tuple(want.shape), dtype=case["old_logp"].dtype)
         assert_close(got, want, what=f"tis_weights(clip_low={low:.4g}, clip_high={high:.4g})",
                      inputs={k: case[k] for k in ("old_logp", "rollout_logp", "mask")})
 
 
-def _loss_and_grad(sub, oracle, ctx, salt, per_token, limit=None):
+def _queue_loss(b, ctx, salt, per_token, limit=None):
     g = ctx.generator(salt)
+    queued = []
     for case, (low, high) in cases.cases(g, limit=limit):
         eps_low, eps_high = 0.2, 0.28 if per_token else 0.2
         kw = dict(eps_low=eps_low, eps_high=eps_high, tis_low=low, tis_high=high,
                   per_token_loss=per_token)
         lp = leaf(case["logp"])
         args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
-        got = sub.tis_ppo_loss(lp, *args, **kw)
+        queued.append((case, kw, lp, args, b.tis_ppo_loss(lp, *args, **kw)))
+    return queued
+
+
+def _expect_loss(oracle, queued):
+    return [(oracle.tis_ppo_loss(case["logp"], *args, **kw),
+             oracle.tis_ppo_loss_grad(case["logp"], *args, **kw)) for case, kw, _, args, _ in queued]
+
+
+def _check_loss(queued, expected):
+    for (case, kw, lp, args, pending), (want, want_g) in zip(queued, expected):
+        got = pending.value
         dtype = case["logp"].dtype
         check_tensor(got, what="tis_ppo_loss", shape=(), dtype=dtype)
-        want = oracle.tis_ppo_loss(case["logp"], *args, **kw)
         desc = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in kw.items())
         assert_close(got, want, what=f"tis_ppo_loss({desc})", inputs=case)
         if not got.requires_grad:
             raise Feedback("tis_ppo_loss returned a tensor with requires_grad=False: the loss "
                            "must stay connected to logp's graph")
         got.backward()
-        want_g = oracle.tis_ppo_loss_grad(case["logp"], *args, **kw)
         assert_close(lp.grad if lp.grad is not None else torch.zeros_like(lp), want_g,
                      what=f"d tis_ppo_loss / d logp ({desc})", inputs=case)
 
@@ -44,18 +67,30 @@ def _loss_and_grad(sub, oracle, ctx, salt, per_token, limit=None):
 @visible
 def test_small_cases_match_oracle(sub, oracle, ctx):
     # sizes [1, 1], [1, 3], [2, 2], [3, 1]: weights, both aggregations, gradients
-    _weights(sub, oracle, ctx, 100, limit=4)
-    _loss_and_grad(sub, oracle, ctx, 104, per_token=True, limit=4)
-    _loss_and_grad(sub, oracle, ctx, 105, per_token=False, limit=4)
+    with batch(sub) as b:
+        weights = _queue_weights(b, ctx, 100, limit=4)
+        token_mean = _queue_loss(b, ctx, 104, per_token=True, limit=4)
+        seq_mean = _queue_loss(b, ctx, 105, per_token=False, limit=4)
+    expected = (_expect_weights(oracle, weights), _expect_loss(oracle, token_mean),
+                _expect_loss(oracle, seq_mean))
+    _check_weights(weights, expected[0])
+    _check_loss(token_mean, expected[1])
+    _check_loss(seq_mean, expected[2])
 
 
 def test_weights_match_oracle(sub, oracle, ctx):
-    _weights(sub, oracle, ctx, 101)
+    with batch(sub) as b:
+        queued = _queue_weights(b, ctx, 101)
+    _check_weights(queued, _expect_weights(oracle, queued))
 
 
 def test_token_mean_loss_and_gradient_match_oracle(sub, oracle, ctx):
-    _loss_and_grad(sub, oracle, ctx, 102, per_token=True)
+    with batch(sub) as b:
+        queued = _queue_loss(b, ctx, 102, per_token=True)
+    _check_loss(queued, _expect_loss(oracle, queued))
 
 
 def test_seq_mean_loss_and_gradient_match_oracle(sub, oracle, ctx):
-    _loss_and_grad(sub, oracle, ctx, 103, per_token=False)
+    with batch(sub) as b:
+        queued = _queue_loss(b, ctx, 103, per_token=False)
+    _check_loss(queued, _expect_loss(oracle, queued))

@@ -4,8 +4,8 @@ import math
 
 import torch
 
-from judge.testing import (Feedback, assert_close, assert_no_grad, check_tensor, describe, leaf,
-                           sibling, visible)
+from judge.testing import (Feedback, assert_close, assert_no_grad, batch, check_tensor, describe,
+                           leaf, sibling, visible)
 
 cases = sibling(__file__, "_cases")
 F32, F64 = torch.float32, torch.float64
@@ -26,12 +26,16 @@ def test_contrast_table(sub):
     # rho -> weight with the default [0, 2]: 0.3 -> .3, 0.5 -> .5, 1 -> 1, 2 -> 2, 4 -> 2.
     # (IcePop [.5, 2] would give 0, .5, 1, 2, 0 and GLM-5's strict (.5, 2) gives 0, 0, 1, 0, 0.)
     rhos = [0.3, 0.5, 1.0, 2.0, 4.0]
-    for dtype in (F32, F64):
-        old = torch.tensor([[math.log(0.3), -LN2, 0.0, LN2, 2 * LN2]], dtype=dtype)
-        _exact(old[0], [None, 0.5, 1.0, 2.0, 4.0], str(dtype))
-        rollout = torch.zeros(1, 5, dtype=dtype)
-        mask = torch.ones(1, 5, dtype=torch.bool)
-        w = sub.tis_weights(old, rollout, mask)
+    with batch(sub) as b:
+        queued = []
+        for dtype in (F32, F64):
+            old = torch.tensor([[math.log(0.3), -LN2, 0.0, LN2, 2 * LN2]], dtype=dtype)
+            _exact(old[0], [None, 0.5, 1.0, 2.0, 4.0], str(dtype))
+            rollout = torch.zeros(1, 5, dtype=dtype)
+            mask = torch.ones(1, 5, dtype=torch.bool)
+            queued.append((dtype, old, rollout, b.tis_weights(old, rollout, mask)))
+    for dtype, old, rollout, pending in queued:
+        w = pending.value
         want = torch.exp(old).clamp(max=2.0)
         assert_close(w, want, what=f"tis_weights for rho = {rhos} ({dtype}): expected "
                      f"[0.3, 0.5, 1, 2, 2] (clamp, never zero)",
@@ -62,48 +66,66 @@ HAND = {
 
 @visible
 def test_hand_checked_loss_and_gradient(sub):
-    for dtype in (F64, F32):
-        for per_token, (loss_v, grad_v) in HAND.items():
-            logp, old, rollout, adv, mask = _hand_case(dtype)
-            lp = leaf(logp)
-            loss = sub.tis_ppo_loss(lp, old, rollout, adv, mask, per_token_loss=per_token)
-            what = f"tis_ppo_loss on the hand-checked case (per_token_loss={per_token}, {dtype})"
-            check_tensor(loss, what=what, shape=(), dtype=dtype)
-            shown = {"logp": logp, "old_logp": old, "rollout_logp": rollout, "advantages": adv,
-                     "mask": mask}
-            assert_close(loss, torch.tensor(loss_v, dtype=F64), what=what + " (weights "
-                         "[.5, 1, 2, .25] and [2, 1] multiply the per-token PPO losses)",
-                         inputs=shown)
-            if not loss.requires_grad:
-                raise Feedback(f"{what}: the loss is detached (requires_grad=False)")
-            loss.backward()
-            assert_close(lp.grad, torch.tensor(grad_v, dtype=F64), what=f"d loss / d logp, {what}",
-                         inputs=shown)
+    with batch(sub) as b:
+        queued = []
+        for dtype in (F64, F32):
+            for per_token, (loss_v, grad_v) in HAND.items():
+                logp, old, rollout, adv, mask = _hand_case(dtype)
+                lp = leaf(logp)
+                queued.append((dtype, per_token, loss_v, grad_v, (logp, old, rollout, adv, mask), lp,
+                               b.tis_ppo_loss(lp, old, rollout, adv, mask, per_token_loss=per_token)))
+    for dtype, per_token, loss_v, grad_v, (logp, old, rollout, adv, mask), lp, pending in queued:
+        loss = pending.value
+        what = f"tis_ppo_loss on the hand-checked case (per_token_loss={per_token}, {dtype})"
+        check_tensor(loss, what=what, shape=(), dtype=dtype)
+        shown = {"logp": logp, "old_logp": old, "rollout_logp": rollout, "advantages": adv,
+                 "mask": mask}
+        assert_close(loss, torch.tensor(loss_v, dtype=F64), what=what + " (weights "
+                     "[.5, 1, 2, .25] and [2, 1] multiply the per-token PPO losses)",
+                     inputs=shown)
+        if not loss.requires_grad:
+            raise Feedback(f"{what}: the loss is detached (requires_grad=False)")
+        loss.backward()
+        assert_close(lp.grad, torch.tensor(grad_v, dtype=F64), what=f"d loss / d logp, {what}",
+                     inputs=shown)
 
 
 @visible
 def test_no_correction_bounds_give_plain_ppo(sub):
     # tis_low = tis_high = 1 makes every weight 1: the plain PPO loss. Hand case:
     # row 0 [-1, -1.2, -.5, -1.2], row 1 [1.6, 3] -> (−3.9 + 4.6) / 6.
-    for dtype in (F64, F32):
-        logp, old, rollout, adv, mask = _hand_case(dtype)
-        w = sub.tis_weights(old, rollout, mask, clip_low=1.0, clip_high=1.0)
+    with batch(sub) as b:
+        queued = []
+        for dtype in (F64, F32):
+            logp, old, rollout, adv, mask = _hand_case(dtype)
+            queued.append((dtype, old, rollout, mask,
+                           b.tis_weights(old, rollout, mask, clip_low=1.0, clip_high=1.0),
+                           b.tis_ppo_loss(leaf(logp), old, rollout, adv, mask, tis_low=1.0, tis_high=1.0)))
+    for dtype, old, rollout, mask, pending_w, pending_loss in queued:
+        w = pending_w.value
         assert_close(w, mask.to(F64), what=f"tis_weights with clip_low = clip_high = 1 ({dtype})",
                      inputs={"old_logp": old, "rollout_logp": rollout, "mask": mask})
-        loss = sub.tis_ppo_loss(leaf(logp), old, rollout, adv, mask, tis_low=1.0, tis_high=1.0)
+        loss = pending_loss.value
         assert_close(loss, torch.tensor(0.7 / 6, dtype=F64),
                      what=f"tis_ppo_loss with tis_low = tis_high = 1 ({dtype})")
 
 
 def test_gradient_is_weight_times_plain_ppo_gradient(sub, ctx):
     g = ctx.generator(201)
-    for case, (low, high) in cases.cases(g, random_bounds=True):
-        args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
-        lp_plain, lp_tis = leaf(case["logp"]), leaf(case["logp"])
-        sub.tis_ppo_loss(lp_plain, *args, tis_low=1.0, tis_high=1.0).backward()
-        sub.tis_ppo_loss(lp_tis, *args, tis_low=low, tis_high=high).backward()
-        w = sub.tis_weights(case["old_logp"], case["rollout_logp"], case["mask"],
-                            clip_low=low, clip_high=high)
+    with batch(sub) as b:
+        queued = []
+        for case, (low, high) in cases.cases(g, random_bounds=True):
+            args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
+            lp_plain, lp_tis = leaf(case["logp"]), leaf(case["logp"])
+            queued.append((case, low, high, lp_plain, lp_tis,
+                           b.tis_ppo_loss(lp_plain, *args, tis_low=1.0, tis_high=1.0),
+                           b.tis_ppo_loss(lp_tis, *args, tis_low=low, tis_high=high),
+                           b.tis_weights(case["old_logp"], case["rollout_logp"], case["mask"],
+                                         clip_low=low, clip_high=high)))
+    for case, low, high, lp_plain, lp_tis, pending_plain, pending_tis, pending_w in queued:
+        pending_plain.value.backward()
+        pending_tis.value.backward()
+        w = pending_w.value
         assert_close(lp_tis.grad, (w * lp_plain.grad).detach(),
                      what=f"d loss / d logp with TIS [{low:.3g}, {high:.3g}] versus w times the "
                      f"gradient with weights 1: the weight must multiply the per-token loss, "
@@ -113,11 +135,14 @@ def test_gradient_is_weight_times_plain_ppo_gradient(sub, ctx):
 def test_weights_and_frozen_inputs_are_detached(sub):
     logp, old, rollout, adv, mask = _hand_case(F64)
     lp, o, ro, a = leaf(logp), leaf(old), leaf(rollout), leaf(adv)
-    w = sub.tis_weights(o, ro, mask)
+    with batch(sub) as b:
+        pending_w = b.tis_weights(o, ro, mask)
+        pending_loss = b.tis_ppo_loss(lp, o, ro, a, mask)
+    w = pending_w.value
     if w.requires_grad:
         raise Feedback("tis_weights returned a tensor that requires grad: the weights are a "
                        "stop-gradient correction (detach them)")
-    loss = sub.tis_ppo_loss(lp, o, ro, a, mask)
+    loss = pending_loss.value
     loss.backward()
     assert_no_grad(o, what="old_logp (frozen: the PPO ratio's denominator and the TIS numerator)")
     assert_no_grad(ro, what="rollout_logp")
@@ -128,39 +153,55 @@ def test_weights_and_frozen_inputs_are_detached(sub):
 
 def test_padding_is_neutralised(sub, oracle, ctx):
     g = ctx.generator(202)
-    for pad in (NAN, INF, -INF, 1e30):
-        for dtype in (F32, F64):
-            case = cases.make_case(g, 3, 5, dtype, pad, bool_mask=(dtype == F32), empty_row=True,
-                                   bounds=(0.0, 2.0))
-            case["mask"][0, 2] = 0  # a hole in the middle of a response, too
-            m = case["mask"] != 0
-            for k in ("logp", "old_logp", "rollout_logp"):
-                case[k] = torch.where(m, case[k], torch.tensor(pad, dtype=dtype))
-            args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
-            w = sub.tis_weights(case["old_logp"], case["rollout_logp"], case["mask"])
-            assert_close(w, oracle.tis_weights(case["old_logp"], case["rollout_logp"], case["mask"]),
-                         what=f"tis_weights with padding {pad} (padded weights must be 0)",
-                         inputs=case)
-            for per_token in (True, False):
-                lp = leaf(case["logp"])
-                loss = sub.tis_ppo_loss(lp, *args, per_token_loss=per_token)
-                assert_close(loss, oracle.tis_ppo_loss(case["logp"], *args, per_token_loss=per_token),
-                             what=f"tis_ppo_loss with padding {pad} (per_token_loss={per_token}); "
-                             f"neutralise padding with torch.where, never x * mask", inputs=case)
-                loss.backward()
-                gp = lp.grad[~m]
-                if not bool((gp == 0).all()):
-                    raise Feedback(f"gradient at padded positions must be exactly 0 (padding "
-                                   f"{pad}), got {describe(gp)}")
+    with batch(sub) as b:
+        queued = []
+        for pad in (NAN, INF, -INF, 1e30):
+            for dtype in (F32, F64):
+                case = cases.make_case(g, 3, 5, dtype, pad, bool_mask=(dtype == F32), empty_row=True,
+                                       bounds=(0.0, 2.0))
+                case["mask"][0, 2] = 0  # a hole in the middle of a response, too
+                m = case["mask"] != 0
+                for k in ("logp", "old_logp", "rollout_logp"):
+                    case[k] = torch.where(m, case[k], torch.tensor(pad, dtype=dtype))
+                args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
+                pending_w = b.tis_weights(case["old_logp"], case["rollout_logp"], case["mask"])
+                losses = []
+                for per_token in (True, False):
+                    lp = leaf(case["logp"])
+                    losses.append((per_token, lp, b.tis_ppo_loss(lp, *args, per_token_loss=per_token)))
+                queued.append((pad, case, m, args, pending_w, losses))
+    # the expectations, computed while the submission runs
+    expected = [(oracle.tis_weights(case["old_logp"], case["rollout_logp"], case["mask"]),
+                 [oracle.tis_ppo_loss(case["logp"], *args, per_token_loss=per_token)
+                  for per_token, _, _ in losses])
+                for _, case, _, args, _, losses in queued]
+    for (pad, case, m, args, pending_w, losses), (want_w, want_losses) in zip(queued, expected):
+        w = pending_w.value
+        assert_close(w, want_w,
+                     what=f"tis_weights with padding {pad} (padded weights must be 0)",
+                     inputs=case)
+        for (per_token, lp, pending), want in zip(losses, want_losses):
+            loss = pending.value
+            assert_close(loss, want,
+                         what=f"tis_ppo_loss with padding {pad} (per_token_loss={per_token}); "
+                         f"neutralise padding with torch.where, never x * mask", inputs=case)
+            loss.backward()
+            gp = lp.grad[~m]
+            if not bool((gp == 0).all()):
+                raise Feedback(f"gradient at padded positions must be exactly 0 (padding "
+                               f"{pad}), got {describe(gp)}")
 
 
 def test_inputs_not_mutated(sub, ctx):
     g = ctx.generator(203)
     case = cases.make_case(g, 3, 4, F32, NAN, bool_mask=False, empty_row=True, bounds=(0.0, 2.0))
     before = {k: v.clone() for k, v in case.items()}
-    sub.tis_weights(case["old_logp"], case["rollout_logp"], case["mask"])
-    sub.tis_ppo_loss(leaf(case["logp"]), case["old_logp"], case["rollout_logp"],
-                     case["advantages"], case["mask"], per_token_loss=False)
+    with batch(sub) as b:
+        outs = [b.tis_weights(case["old_logp"], case["rollout_logp"], case["mask"]),
+                b.tis_ppo_loss(leaf(case["logp"]), case["old_logp"], case["rollout_logp"],
+                               case["advantages"], case["mask"], per_token_loss=False)]
+    for out in outs:
+        out.get()   # raises what the call raised; the case holds the calls' in-place changes
     for k, v in case.items():
         same = (v == before[k]) | (torch.isnan(v) & torch.isnan(before[k]))
         if not bool(same.all()):
@@ -171,39 +212,49 @@ def test_inputs_not_mutated(sub, ctx):
 @visible
 def test_extreme_ratios(sub):
     # rho = exp(+big) overflows to inf -> weight = high; rho = exp(-big) underflows to 0 -> low.
-    for dtype, big in ((F64, 1000.0), (F32, 200.0)):
-        old = torch.tensor([[big, -big, 0.0]], dtype=dtype)
-        rollout = torch.zeros(1, 3, dtype=dtype)
-        mask = torch.ones(1, 3, dtype=torch.bool)
-        for low, high in ((0.0, 2.0), (0.25, 1.5)):
-            w = sub.tis_weights(old, rollout, mask, clip_low=low, clip_high=high)
-            assert_close(w, torch.tensor([[high, low, 1.0]], dtype=F64),
-                         what=f"tis_weights for log-ratios [{big}, {-big}, 0] with bounds "
-                         f"[{low}, {high}] ({dtype}): inf clamps to high, 0 to low, no NaN",
-                         inputs={"old_logp": old, "rollout_logp": rollout})
-            o2 = torch.tensor([[-0.5, -0.5 - big, -0.5]], dtype=dtype)   # log-ratios +big, -big, 0
-            r2 = torch.tensor([[-0.5 - big, -0.5, -0.5]], dtype=dtype)
-            lp = leaf(o2)                                                   # r = 1 everywhere
-            loss = sub.tis_ppo_loss(lp, o2, r2, torch.tensor([1.0], dtype=dtype), mask,
-                                    tis_low=low, tis_high=high)
-            # r = 1 on every token, A = 1: loss = -(high + low + 1) / 3
-            assert_close(loss, torch.tensor(-(high + low + 1.0) / 3, dtype=F64),
-                         what=f"tis_ppo_loss with behaviour log-ratios [{big}, {-big}, 0] and "
-                         f"bounds [{low}, {high}] ({dtype})")
-            loss.backward()
-            if not bool(torch.isfinite(lp.grad).all()):
-                raise Feedback(f"gradient must stay finite for huge behaviour ratios, got "
-                               f"{describe(lp.grad)}")
+    with batch(sub) as b:
+        queued = []
+        for dtype, big in ((F64, 1000.0), (F32, 200.0)):
+            old = torch.tensor([[big, -big, 0.0]], dtype=dtype)
+            rollout = torch.zeros(1, 3, dtype=dtype)
+            mask = torch.ones(1, 3, dtype=torch.bool)
+            for low, high in ((0.0, 2.0), (0.25, 1.5)):
+                pending_w = b.tis_weights(old, rollout, mask, clip_low=low, clip_high=high)
+                o2 = torch.tensor([[-0.5, -0.5 - big, -0.5]], dtype=dtype)   # log-ratios +big, -big, 0
+                r2 = torch.tensor([[-0.5 - big, -0.5, -0.5]], dtype=dtype)
+                lp = leaf(o2)                                                   # r = 1 everywhere
+                pending_loss = b.tis_ppo_loss(lp, o2, r2, torch.tensor([1.0], dtype=dtype), mask,
+                                              tis_low=low, tis_high=high)
+                queued.append((dtype, big, old, rollout, low, high, lp, pending_w, pending_loss))
+    for dtype, big, old, rollout, low, high, lp, pending_w, pending_loss in queued:
+        w = pending_w.value
+        assert_close(w, torch.tensor([[high, low, 1.0]], dtype=F64),
+                     what=f"tis_weights for log-ratios [{big}, {-big}, 0] with bounds "
+                     f"[{low}, {high}] ({dtype}): inf clamps to high, 0 to low, no NaN",
+                     inputs={"old_logp": old, "rollout_logp": rollout})
+        loss = pending_loss.value
+        # r = 1 on every token, A = 1: loss = -(high + low + 1) / 3
+        assert_close(loss, torch.tensor(-(high + low + 1.0) / 3, dtype=F64),
+                     what=f"tis_ppo_loss with behaviour log-ratios [{big}, {-big}, 0] and "
+                     f"bounds [{low}, {high}] ({dtype})")
+        loss.backward()
+        if not bool(torch.isfinite(lp.grad).all()):
+            raise Feedback(f"gradient must stay finite for huge behaviour ratios, got "
+                           f"{describe(lp.grad)}")
 
 
 def test_tiny_probabilities(sub):
     # A rare token: old = rollout = -120 (float32) or -800 (float64). exp(old) underflows to 0,
     # but rho = exp(old - rollout) = 1. Form the ratio from the log difference.
-    for dtype, lv in ((F32, -120.0), (F64, -800.0)):
-        old = torch.tensor([[lv, lv + math.log(3.0)]], dtype=dtype)
-        rollout = torch.tensor([[lv, lv]], dtype=dtype)
-        mask = torch.ones(1, 2, dtype=torch.bool)
-        w = sub.tis_weights(old, rollout, mask)
+    with batch(sub) as b:
+        queued = []
+        for dtype, lv in ((F32, -120.0), (F64, -800.0)):
+            old = torch.tensor([[lv, lv + math.log(3.0)]], dtype=dtype)
+            rollout = torch.tensor([[lv, lv]], dtype=dtype)
+            mask = torch.ones(1, 2, dtype=torch.bool)
+            queued.append((dtype, lv, old, rollout, b.tis_weights(old, rollout, mask)))
+    for dtype, lv, old, rollout, pending in queued:
+        w = pending.value
         assert_close(w, torch.exp((old - rollout).to(F64)).clamp(max=2.0),
                      what=f"tis_weights for log-probs near {lv} ({dtype}): rho = exp(old - "
                      f"rollout), not exp(old) / exp(rollout)",
