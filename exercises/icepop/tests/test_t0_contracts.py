@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from judge.testing import Feedback, check_tensor, describe, expect_raises, leaf, visible
+from judge.testing import Feedback, batch, check_tensor, describe, expect_raises, leaf, visible
 
 F32, F64 = torch.float32, torch.float64
 
@@ -20,83 +20,106 @@ def _inputs(B=2, L=3, dtype=F64):
 
 @visible
 def test_weights_shape_dtype(sub):
-    for dtype in (F32, F64):
-        _, old, rollout, _, mask = _inputs(dtype=dtype)
-        w = sub.icepop_weights(old, rollout, mask)
+    with batch(sub) as b:
+        typed = []
+        for dtype in (F32, F64):
+            _, old, rollout, _, mask = _inputs(dtype=dtype)
+            typed.append((dtype, b.icepop_weights(old, rollout, mask)))
+        # B != L with a float mask, and B == L
+        old = torch.zeros(4, 2, dtype=F64)
+        w42 = b.icepop_weights(old, old - 0.1, torch.ones(4, 2, dtype=F64))
+        w33 = b.icepop_weights(torch.zeros(3, 3), torch.zeros(3, 3), torch.ones(3, 3, dtype=torch.bool))
+    for dtype, p in typed:
+        w = p.value
         check_tensor(w, what=f"icepop_weights({dtype})", shape=(2, 3), dtype=dtype)
         if w.requires_grad:
             raise Feedback("icepop_weights must return a detached tensor (requires_grad=False)")
-    # B != L with a float mask, and B == L
-    old = torch.zeros(4, 2, dtype=F64)
-    w = sub.icepop_weights(old, old - 0.1, torch.ones(4, 2, dtype=F64))
-    check_tensor(w, what="icepop_weights on [4, 2] inputs", shape=(4, 2), dtype=F64)
-    w = sub.icepop_weights(torch.zeros(3, 3), torch.zeros(3, 3), torch.ones(3, 3, dtype=torch.bool))
-    check_tensor(w, what="icepop_weights on [3, 3] inputs", shape=(3, 3), dtype=F32)
+    check_tensor(w42.value, what="icepop_weights on [4, 2] inputs", shape=(4, 2), dtype=F64)
+    check_tensor(w33.value, what="icepop_weights on [3, 3] inputs", shape=(3, 3), dtype=F32)
 
 
 @visible
 def test_loss_is_a_scalar_tensor(sub):
-    for dtype in (F32, F64):
-        for per_token in (True, False):
-            logp, old, rollout, adv, mask = _inputs(dtype=dtype)
-            lp = leaf(logp)
-            loss = sub.icepop_ppo_loss(lp, old, rollout, adv, mask, per_token_loss=per_token)
-            what = f"icepop_ppo_loss({dtype}, per_token_loss={per_token})"
-            check_tensor(loss, what=what, shape=(), dtype=dtype)
-            if not loss.requires_grad:
-                raise Feedback(f"{what} returned a tensor with requires_grad=False: the loss must "
-                               f"stay connected to logp's graph (no .detach(), no .item())")
-            if not math.isfinite(float(loss.detach())):
-                raise Feedback(f"{what} returned {describe(loss)} on finite inputs")
+    with batch(sub) as b:
+        calls = []
+        for dtype in (F32, F64):
+            for per_token in (True, False):
+                logp, old, rollout, adv, mask = _inputs(dtype=dtype)
+                lp = leaf(logp)
+                calls.append((dtype, per_token,
+                              b.icepop_ppo_loss(lp, old, rollout, adv, mask, per_token_loss=per_token)))
+    for dtype, per_token, p in calls:
+        loss = p.value
+        what = f"icepop_ppo_loss({dtype}, per_token_loss={per_token})"
+        check_tensor(loss, what=what, shape=(), dtype=dtype)
+        if not loss.requires_grad:
+            raise Feedback(f"{what} returned a tensor with requires_grad=False: the loss must "
+                           f"stay connected to logp's graph (no .detach(), no .item())")
+        if not math.isfinite(float(loss.detach())):
+            raise Feedback(f"{what} returned {describe(loss)} on finite inputs")
 
 
 @visible
 def test_empty_mask(sub):
-    for dtype in (F32, F64):
-        logp, old, rollout, adv, _ = _inputs(dtype=dtype)
-        for empty in (torch.zeros(2, 3, dtype=torch.bool), torch.zeros(2, 3, dtype=dtype)):
-            w = sub.icepop_weights(old, rollout, empty)
-            check_tensor(w, what="icepop_weights with an empty mask", shape=(2, 3), dtype=dtype)
-            if bool((w != 0).any()):
-                raise Feedback(f"icepop_weights with an empty mask must be all zeros, got {describe(w)}")
-            for per_token in (True, False):
-                lp = leaf(logp)
-                what = f"icepop_ppo_loss with an empty mask (per_token_loss={per_token}, {dtype})"
-                loss = sub.icepop_ppo_loss(lp, old, rollout, adv, empty, per_token_loss=per_token)
-                check_tensor(loss, what=what, shape=(), dtype=dtype)
-                if float(loss.detach()) != 0.0:
-                    raise Feedback(f"{what} must be 0, got {describe(loss)}")
-                if not loss.requires_grad:
-                    raise Feedback(f"{what} must be a graph-connected zero (requires_grad=True) "
-                                   f"so that .backward() works; got a detached tensor. Build it "
-                                   f"from logp (e.g. a masked sum divided by max(1, N))")
-                loss.backward()
-                if lp.grad is None or bool((lp.grad != 0).any()):
-                    raise Feedback(f"{what}: after backward, logp.grad must be all zeros, got "
-                                   f"{describe(lp.grad)}")
+    with batch(sub) as b:
+        calls = []  # (dtype, weights, [(per_token, logp leaf, loss)]) in the order they are checked
+        for dtype in (F32, F64):
+            logp, old, rollout, adv, _ = _inputs(dtype=dtype)
+            for empty in (torch.zeros(2, 3, dtype=torch.bool), torch.zeros(2, 3, dtype=dtype)):
+                w = b.icepop_weights(old, rollout, empty)
+                losses = []
+                for per_token in (True, False):
+                    lp = leaf(logp)
+                    losses.append((per_token, lp, b.icepop_ppo_loss(lp, old, rollout, adv, empty,
+                                                                    per_token_loss=per_token)))
+                calls.append((dtype, w, losses))
+    for dtype, pw, losses in calls:
+        w = pw.value
+        check_tensor(w, what="icepop_weights with an empty mask", shape=(2, 3), dtype=dtype)
+        if bool((w != 0).any()):
+            raise Feedback(f"icepop_weights with an empty mask must be all zeros, got {describe(w)}")
+        for per_token, lp, p in losses:
+            what = f"icepop_ppo_loss with an empty mask (per_token_loss={per_token}, {dtype})"
+            loss = p.value
+            check_tensor(loss, what=what, shape=(), dtype=dtype)
+            if float(loss.detach()) != 0.0:
+                raise Feedback(f"{what} must be 0, got {describe(loss)}")
+            if not loss.requires_grad:
+                raise Feedback(f"{what} must be a graph-connected zero (requires_grad=True) "
+                               f"so that .backward() works; got a detached tensor. Build it "
+                               f"from logp (e.g. a masked sum divided by max(1, N))")
+            loss.backward()
+            if lp.grad is None or bool((lp.grad != 0).any()):
+                raise Feedback(f"{what}: after backward, logp.grad must be all zeros, got "
+                               f"{describe(lp.grad)}")
 
 
 @visible
 def test_shape_errors(sub):
     logp, old, rollout, adv, mask = _inputs()
-    expect_raises(ValueError, sub.icepop_weights, old, rollout[:, :2], mask,
-                  what="icepop_weights with old_logp [2, 3] and rollout_logp [2, 2]")
-    expect_raises(ValueError, sub.icepop_weights, old, rollout, mask[:1],
-                  what="icepop_weights with a [1, 3] mask for [2, 3] log-probs")
-    expect_raises(ValueError, sub.icepop_weights, old[0], rollout[0], mask[0],
-                  what="icepop_weights with 1-D inputs")
-    expect_raises(ValueError, sub.icepop_weights, old[None], rollout[None], mask[None],
-                  what="icepop_weights with 3-D inputs")
-    expect_raises(ValueError, sub.icepop_ppo_loss, logp, old, rollout, adv[:, None], mask,
-                  what="icepop_ppo_loss with advantages of shape [B, 1] instead of [B]")
-    expect_raises(ValueError, sub.icepop_ppo_loss, logp, old, rollout, adv[:1], mask,
-                  what="icepop_ppo_loss with 1 advantage for 2 responses")
-    expect_raises(ValueError, sub.icepop_ppo_loss, logp[:, :2], old, rollout, adv, mask,
-                  what="icepop_ppo_loss with logp [2, 2] and old_logp [2, 3]")
-    expect_raises(ValueError, sub.icepop_ppo_loss, logp, old, rollout[:1], adv, mask,
-                  what="icepop_ppo_loss with rollout_logp [1, 3] and logp [2, 3]")
-    expect_raises(ValueError, sub.icepop_ppo_loss, logp, old, rollout, adv, mask[:, :2],
-                  what="icepop_ppo_loss with a [2, 2] mask for [2, 3] log-probs")
+    with batch(sub) as b:
+        calls = [
+            (b.icepop_weights(old, rollout[:, :2], mask),
+             "icepop_weights with old_logp [2, 3] and rollout_logp [2, 2]"),
+            (b.icepop_weights(old, rollout, mask[:1]),
+             "icepop_weights with a [1, 3] mask for [2, 3] log-probs"),
+            (b.icepop_weights(old[0], rollout[0], mask[0]),
+             "icepop_weights with 1-D inputs"),
+            (b.icepop_weights(old[None], rollout[None], mask[None]),
+             "icepop_weights with 3-D inputs"),
+            (b.icepop_ppo_loss(logp, old, rollout, adv[:, None], mask),
+             "icepop_ppo_loss with advantages of shape [B, 1] instead of [B]"),
+            (b.icepop_ppo_loss(logp, old, rollout, adv[:1], mask),
+             "icepop_ppo_loss with 1 advantage for 2 responses"),
+            (b.icepop_ppo_loss(logp[:, :2], old, rollout, adv, mask),
+             "icepop_ppo_loss with logp [2, 2] and old_logp [2, 3]"),
+            (b.icepop_ppo_loss(logp, old, rollout[:1], adv, mask),
+             "icepop_ppo_loss with rollout_logp [1, 3] and logp [2, 3]"),
+            (b.icepop_ppo_loss(logp, old, rollout, adv, mask[:, :2]),
+             "icepop_ppo_loss with a [2, 2] mask for [2, 3] log-probs"),
+        ]
+    for p, what in calls:
+        expect_raises(ValueError, p.get, what=what)
 
 
 BAD_BOUNDS = [(-0.1, 2.0, "low < 0"), (2.5, 2.0, "low > high"), (0.0, math.inf, "high = inf"),
@@ -107,20 +130,25 @@ BAD_BOUNDS = [(-0.1, 2.0, "low < 0"), (2.5, 2.0, "low > high"), (0.0, math.inf, 
 @visible
 def test_bound_validation(sub):
     logp, old, rollout, adv, mask = _inputs()
-    for low, high, why in BAD_BOUNDS:
-        expect_raises(ValueError, sub.icepop_weights, old, rollout, mask, low=low,
-                      high=high, what=f"icepop_weights(low={low}, high={high}) ({why})")
-        expect_raises(ValueError, sub.icepop_ppo_loss, logp, old, rollout, adv, mask, low=low,
-                      high=high, what=f"icepop_ppo_loss(low={low}, high={high}) ({why})")
+    with batch(sub) as b:
+        calls = [(low, high, why,
+                  b.icepop_weights(old, rollout, mask, low=low, high=high),
+                  b.icepop_ppo_loss(logp, old, rollout, adv, mask, low=low, high=high))
+                 for low, high, why in BAD_BOUNDS]
+    for low, high, why, w, loss in calls:
+        expect_raises(ValueError, w.get, what=f"icepop_weights(low={low}, high={high}) ({why})")
+        expect_raises(ValueError, loss.get, what=f"icepop_ppo_loss(low={low}, high={high}) ({why})")
 
 
 def test_valid_edge_bounds_accepted(sub):
     # A degenerate band (low = high) and low = 0 are legal.
     logp, old, rollout, adv, mask = _inputs()
-    for low, high in ((1.0, 1.0), (0.0, 0.5), (0.5, 0.5)):
-        w = sub.icepop_weights(old, rollout, mask, low=low, high=high)
-        check_tensor(w, what=f"icepop_weights(low={low}, high={high})", shape=(2, 3),
+    with batch(sub) as b:
+        calls = [(low, high, b.icepop_weights(old, rollout, mask, low=low, high=high),
+                  b.icepop_ppo_loss(leaf(logp), old, rollout, adv, mask, low=low, high=high))
+                 for low, high in ((1.0, 1.0), (0.0, 0.5), (0.5, 0.5))]
+    for low, high, w, loss in calls:
+        check_tensor(w.value, what=f"icepop_weights(low={low}, high={high})", shape=(2, 3),
                      dtype=F64)
-        loss = sub.icepop_ppo_loss(leaf(logp), old, rollout, adv, mask, low=low, high=high)
-        check_tensor(loss, what=f"icepop_ppo_loss(low={low}, high={high})", shape=(),
+        check_tensor(loss.value, what=f"icepop_ppo_loss(low={low}, high={high})", shape=(),
                      dtype=F64)

@@ -2,34 +2,49 @@
 
 import torch
 
-from judge.testing import Feedback, assert_close, check_tensor, leaf, sibling, visible
+from judge.testing import Feedback, assert_close, batch, check_tensor, leaf, sibling, visible
 
 cases = sibling(__file__, "_cases")
 
 
-def _weights(sub, oracle, ctx, salt, limit=None):
+def _queue_weights(b, ctx, salt, limit=None):
+    """Queue icepop_weights on the cases of ``salt`` in the batch ``b``."""
     g = ctx.generator(salt)
-    for case, (low, high) in cases.cases(g, limit=limit):
+    return [(case, (low, high),
+             b.icepop_weights(case["old_logp"], case["rollout_logp"], case["mask"], low=low, high=high))
+            for case, (low, high) in cases.cases(g, limit=limit)]
+
+
+def _check_weights(oracle, queued):
+    for case, (low, high), out in queued:
         args = (case["old_logp"], case["rollout_logp"], case["mask"])
-        got = sub.icepop_weights(*args, low=low, high=high)
-        want = oracle.icepop_weights(*args, low=low, high=high)
+        want = oracle.icepop_weights(*args, low=low, high=high)  # while the submission runs
+        got = out.value
         check_tensor(got, what="icepop_weights", shape=tuple(want.shape), dtype=case["old_logp"].dtype)
         assert_close(got, want, what=f"icepop_weights(low={low:.4g}, high={high:.4g})",
                      inputs={k: case[k] for k in ("old_logp", "rollout_logp", "mask")})
 
 
-def _loss_and_grad(sub, oracle, ctx, salt, per_token, limit=None):
+def _queue_loss(b, ctx, salt, per_token, limit=None):
+    """Queue icepop_ppo_loss on the cases of ``salt`` in the batch ``b``."""
     g = ctx.generator(salt)
+    queued = []
     for case, (low, high) in cases.cases(g, limit=limit):
         eps_low, eps_high = 0.2, 0.28 if per_token else 0.2
         kw = dict(eps_low=eps_low, eps_high=eps_high, low=low, high=high,
                   per_token_loss=per_token)
         lp = leaf(case["logp"])
         args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
-        got = sub.icepop_ppo_loss(lp, *args, **kw)
+        queued.append((case, kw, lp, args, b.icepop_ppo_loss(lp, *args, **kw)))
+    return queued
+
+
+def _check_loss_and_grad(oracle, queued):
+    for case, kw, lp, args, out in queued:
         dtype = case["logp"].dtype
+        want = oracle.icepop_ppo_loss(case["logp"], *args, **kw)  # while the submission runs
+        got = out.value
         check_tensor(got, what="icepop_ppo_loss", shape=(), dtype=dtype)
-        want = oracle.icepop_ppo_loss(case["logp"], *args, **kw)
         desc = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in kw.items())
         assert_close(got, want, what=f"icepop_ppo_loss({desc})", inputs=case)
         if not got.requires_grad:
@@ -44,18 +59,28 @@ def _loss_and_grad(sub, oracle, ctx, salt, per_token, limit=None):
 @visible
 def test_small_cases_match_oracle(sub, oracle, ctx):
     # sizes [1, 1], [1, 3], [2, 2], [3, 1]: weights, both aggregations, gradients
-    _weights(sub, oracle, ctx, 100, limit=4)
-    _loss_and_grad(sub, oracle, ctx, 104, per_token=True, limit=4)
-    _loss_and_grad(sub, oracle, ctx, 105, per_token=False, limit=4)
+    with batch(sub) as b:
+        weights = _queue_weights(b, ctx, 100, limit=4)
+        token_mean = _queue_loss(b, ctx, 104, per_token=True, limit=4)
+        seq_mean = _queue_loss(b, ctx, 105, per_token=False, limit=4)
+    _check_weights(oracle, weights)
+    _check_loss_and_grad(oracle, token_mean)
+    _check_loss_and_grad(oracle, seq_mean)
 
 
 def test_weights_match_oracle(sub, oracle, ctx):
-    _weights(sub, oracle, ctx, 101)
+    with batch(sub) as b:
+        queued = _queue_weights(b, ctx, 101)
+    _check_weights(oracle, queued)
 
 
 def test_token_mean_loss_and_gradient_match_oracle(sub, oracle, ctx):
-    _loss_and_grad(sub, oracle, ctx, 102, per_token=True)
+    with batch(sub) as b:
+        queued = _queue_loss(b, ctx, 102, per_token=True)
+    _check_loss_and_grad(oracle, queued)
 
 
 def test_seq_mean_loss_and_gradient_match_oracle(sub, oracle, ctx):
-    _loss_and_grad(sub, oracle, ctx, 103, per_token=False)
+    with batch(sub) as b:
+        queued = _queue_loss(b, ctx, 103, per_token=False)
+    _check_loss_and_grad(oracle, queued)

@@ -5,8 +5,8 @@ import math
 
 import torch
 
-from judge.testing import (Feedback, assert_close, assert_no_grad, check_tensor, describe, leaf,
-                           sibling, visible)
+from judge.testing import (Feedback, assert_close, assert_no_grad, batch, check_tensor, describe,
+                           leaf, sibling, visible)
 
 cases = sibling(__file__, "_cases")
 F32, F64 = torch.float32, torch.float64
@@ -38,11 +38,14 @@ def test_contrast_table(sub):
     # rho -> weight with the default band [.5, 2]: 0.3 -> 0, 0.5 -> .5, 1 -> 1, 2 -> 2, 4 -> 0.
     # (TIS clamp(rho, 0, 2) would give .3, .5, 1, 2, 2; GLM-5's strict (.5, 2) gives 0, 0, 1, 0, 0.)
     rhos = [0.3, 0.5, 1.0, 2.0, 4.0]
-    for dtype in (F32, F64):
-        old, rollout = _ratios(rhos, dtype)
-        mask = torch.ones(1, 5, dtype=torch.bool)
-        w = sub.icepop_weights(old, rollout, mask)
-        assert_close(w, torch.tensor([[0.0, 0.5, 1.0, 2.0, 0.0]], dtype=F64),
+    with batch(sub) as b:
+        calls = []
+        for dtype in (F32, F64):
+            old, rollout = _ratios(rhos, dtype)
+            mask = torch.ones(1, 5, dtype=torch.bool)
+            calls.append((dtype, old, rollout, b.icepop_weights(old, rollout, mask)))
+    for dtype, old, rollout, w in calls:
+        assert_close(w.value, torch.tensor([[0.0, 0.5, 1.0, 2.0, 0.0]], dtype=F64),
                      what=f"icepop_weights for rho = {rhos} ({dtype}): expected [0, 0.5, 1, 2, 0] "
                      f"(the band is closed: both endpoints keep their weight; outside it is 0, "
                      f"not clamped)", inputs={"old_logp": old, "rollout_logp": rollout})
@@ -50,31 +53,40 @@ def test_contrast_table(sub):
 
 @visible
 def test_endpoints_are_inclusive(sub):
-    for dtype in (F32, F64):
-        for low, high in ((0.5, 2.0), (0.25, 4.0), (1.0, 1.0), (0.5, 0.5)):
-            old, rollout = _ratios([low, high], dtype)
-            w = sub.icepop_weights(old, rollout, torch.ones(1, 2, dtype=torch.bool), low=low, high=high)
-            assert_close(w, torch.tensor([[low, high]], dtype=F64),
-                         what=f"icepop_weights at rho exactly equal to low={low} and high={high} "
-                         f"({dtype}): both endpoints are kept (>= and <=, not > and <)",
-                         inputs={"old_logp": old, "rollout_logp": rollout})
+    with batch(sub) as b:
+        calls = []
+        for dtype in (F32, F64):
+            for low, high in ((0.5, 2.0), (0.25, 4.0), (1.0, 1.0), (0.5, 0.5)):
+                old, rollout = _ratios([low, high], dtype)
+                calls.append((dtype, low, high, old, rollout,
+                              b.icepop_weights(old, rollout, torch.ones(1, 2, dtype=torch.bool),
+                                               low=low, high=high)))
+    for dtype, low, high, old, rollout, w in calls:
+        assert_close(w.value, torch.tensor([[low, high]], dtype=F64),
+                     what=f"icepop_weights at rho exactly equal to low={low} and high={high} "
+                     f"({dtype}): both endpoints are kept (>= and <=, not > and <)",
+                     inputs={"old_logp": old, "rollout_logp": rollout})
 
 
 @visible
 def test_bounds_compared_in_native_dtype(sub):
     # float32(1.2) = 1.2000000477 > 1.2: a ratio that is exactly float32(1.2) sits ON the bound
     # 1.2 when compared in float32 (torch casts a Python-float bound to the tensor's dtype).
-    for dtype in (F32, F64):
-        old, rollout = _ratios([1.2], dtype)
-        mask = torch.ones(1, 1, dtype=torch.bool)
+    with batch(sub) as b:
+        calls = []
+        for dtype in (F32, F64):
+            old, rollout = _ratios([1.2], dtype)
+            mask = torch.ones(1, 1, dtype=torch.bool)
+            for low, high in ((0.5, 1.2), (1.2, 2.0)):
+                calls.append((dtype, old, rollout, low, high,
+                              b.icepop_weights(old, rollout, mask, low=low, high=high)))
+    for dtype, old, rollout, low, high, w in calls:
         rho = float(torch.exp(old - rollout))
-        for low, high in ((0.5, 1.2), (1.2, 2.0)):
-            w = sub.icepop_weights(old, rollout, mask, low=low, high=high)
-            assert_close(w, torch.tensor([[rho]], dtype=F64),
-                         what=f"icepop_weights for rho = {dtype}(1.2) = {rho!r} with band "
-                         f"[{low}, {high}]: compare rho with the bounds in rho's own dtype "
-                         f"(here the ratio equals the bound, so it is kept)",
-                         inputs={"old_logp": old, "rollout_logp": rollout})
+        assert_close(w.value, torch.tensor([[rho]], dtype=F64),
+                     what=f"icepop_weights for rho = {dtype}(1.2) = {rho!r} with band "
+                     f"[{low}, {high}]: compare rho with the bounds in rho's own dtype "
+                     f"(here the ratio equals the bound, so it is kept)",
+                     inputs={"old_logp": old, "rollout_logp": rollout})
 
 
 def _hand_case(dtype):
@@ -103,15 +115,24 @@ HAND = {
 
 @visible
 def test_hand_checked_loss_and_gradient(sub):
-    for dtype in (F64, F32):
-        logp, old, rollout, adv, mask = _hand_case(dtype)
-        w = sub.icepop_weights(old, rollout, mask)
-        assert_close(w, torch.tensor([[0.5, 1, 0, 0], [2, 1, 0, 0], [0, 0, 0, 0]], dtype=F64),
+    with batch(sub) as b:
+        calls = []
+        for dtype in (F64, F32):
+            logp, old, rollout, adv, mask = _hand_case(dtype)
+            w = b.icepop_weights(old, rollout, mask)
+            losses = []
+            for per_token in HAND:
+                lp = leaf(logp)
+                losses.append((per_token, lp, b.icepop_ppo_loss(lp, old, rollout, adv, mask,
+                                                                per_token_loss=per_token)))
+            calls.append((dtype, (logp, old, rollout, adv, mask), w, losses))
+    for dtype, (logp, old, rollout, adv, mask), w, losses in calls:
+        assert_close(w.value, torch.tensor([[0.5, 1, 0, 0], [2, 1, 0, 0], [0, 0, 0, 0]], dtype=F64),
                      what=f"icepop_weights on the hand-checked case ({dtype})",
                      inputs={"old_logp": old, "rollout_logp": rollout, "mask": mask})
-        for per_token, (loss_v, grad_v) in HAND.items():
-            lp = leaf(logp)
-            loss = sub.icepop_ppo_loss(lp, old, rollout, adv, mask, per_token_loss=per_token)
+        for per_token, lp, p in losses:
+            loss_v, grad_v = HAND[per_token]
+            loss = p.value
             what = f"icepop_ppo_loss on the hand-checked case (per_token_loss={per_token}, {dtype})"
             check_tensor(loss, what=what, shape=(), dtype=dtype)
             shown = {"logp": logp, "old_logp": old, "rollout_logp": rollout, "advantages": adv,
@@ -130,27 +151,34 @@ def test_hand_checked_loss_and_gradient(sub):
 def test_rejected_tokens_stay_in_the_denominator(sub):
     # Two tokens, A = 1, r = 1: rho = 1 (kept) and rho = 4 (rejected). Loss = -(1 * 1 + 0) / 2;
     # renormalising by the kept tokens would give -1 (twice as large: N / N_kept).
-    for dtype in (F64, F32):
-        old, rollout = _ratios([1.0, 4.0], dtype)
-        mask = torch.ones(1, 2, dtype=torch.bool)
-        for per_token in (True, False):
-            loss = sub.icepop_ppo_loss(leaf(old), old, rollout, torch.tensor([1.0], dtype=dtype),
-                                       mask, per_token_loss=per_token)
-            assert_close(loss, torch.tensor(-0.5, dtype=F64),
+    with batch(sub) as b:
+        calls = []
+        for dtype in (F64, F32):
+            old, rollout = _ratios([1.0, 4.0], dtype)
+            mask = torch.ones(1, 2, dtype=torch.bool)
+            kept_and_rejected = [(per_token, b.icepop_ppo_loss(
+                leaf(old), old, rollout, torch.tensor([1.0], dtype=dtype), mask,
+                per_token_loss=per_token)) for per_token in (True, False)]
+            first = (old, rollout, kept_and_rejected)
+            # a single valid token, kept (rho = 2, A = 1.5, r = 1): loss = -2 * 1.5 / 1
+            old, rollout = _ratios([2.0, 1.0], dtype)
+            mask = torch.tensor([[True, False]])
+            single = [(per_token, b.icepop_ppo_loss(
+                leaf(old), old, rollout, torch.tensor([1.5], dtype=dtype), mask,
+                per_token_loss=per_token)) for per_token in (True, False)]
+            calls.append((dtype, first, (old, rollout, mask, single)))
+    for dtype, (old, rollout, kept_and_rejected), (old1, rollout1, mask1, single) in calls:
+        for per_token, loss in kept_and_rejected:
+            assert_close(loss.value, torch.tensor(-0.5, dtype=F64),
                          what=f"icepop_ppo_loss with one kept and one rejected token "
                          f"(per_token_loss={per_token}, {dtype}): divide by the 2 original valid "
                          f"tokens, not by the 1 kept token",
                          inputs={"old_logp": old, "rollout_logp": rollout})
-        # a single valid token, kept (rho = 2, A = 1.5, r = 1): loss = -2 * 1.5 / 1
-        old, rollout = _ratios([2.0, 1.0], dtype)
-        mask = torch.tensor([[True, False]])
-        for per_token in (True, False):
-            loss = sub.icepop_ppo_loss(leaf(old), old, rollout, torch.tensor([1.5], dtype=dtype),
-                                       mask, per_token_loss=per_token)
-            assert_close(loss, torch.tensor(-3.0, dtype=F64),
+        for per_token, loss in single:
+            assert_close(loss.value, torch.tensor(-3.0, dtype=F64),
                          what=f"icepop_ppo_loss with one valid token, rho = 2 (kept), A = 1.5, r = 1 "
                          f"(per_token_loss={per_token}, {dtype}): -w A / 1",
-                         inputs={"old_logp": old, "rollout_logp": rollout, "mask": mask})
+                         inputs={"old_logp": old1, "rollout_logp": rollout1, "mask": mask1})
 
 
 def _plain_ppo_grad(logp, old, adv, mask, per_token):
@@ -170,29 +198,38 @@ def _plain_ppo_grad(logp, old, adv, mask, per_token):
 
 def test_gradient_is_weight_times_plain_ppo_gradient(sub, ctx):
     g = ctx.generator(201)
-    for case, (low, high) in cases.cases(g, random_bounds=True):
-        for per_token in (True, False):
-            args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
-            lp = leaf(case["logp"])
-            sub.icepop_ppo_loss(lp, *args, low=low, high=high, per_token_loss=per_token).backward()
-            w = sub.icepop_weights(case["old_logp"], case["rollout_logp"], case["mask"],
-                                   low=low, high=high)
-            plain = _plain_ppo_grad(case["logp"], case["old_logp"], case["advantages"],
-                                    case["mask"], per_token)
-            assert_close(lp.grad, (w.to(plain.dtype) * plain).detach(),
-                         what=f"d loss / d logp with band [{low:.3g}, {high:.3g}] "
-                         f"(per_token_loss={per_token}) versus w times the plain PPO gradient: the "
-                         f"weight multiplies the per-token loss, outside min/clip", inputs=case)
+    with batch(sub) as b:
+        calls = []
+        for case, (low, high) in cases.cases(g, random_bounds=True):
+            for per_token in (True, False):
+                args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
+                lp = leaf(case["logp"])
+                loss = b.icepop_ppo_loss(lp, *args, low=low, high=high, per_token_loss=per_token)
+                w = b.icepop_weights(case["old_logp"], case["rollout_logp"], case["mask"],
+                                     low=low, high=high)
+                calls.append((case, low, high, per_token, lp, loss, w))
+    for case, low, high, per_token, lp, loss, w in calls:
+        plain = _plain_ppo_grad(case["logp"], case["old_logp"], case["advantages"],
+                                case["mask"], per_token)  # while the submission runs
+        loss.value.backward()
+        w = w.value
+        assert_close(lp.grad, (w.to(plain.dtype) * plain).detach(),
+                     what=f"d loss / d logp with band [{low:.3g}, {high:.3g}] "
+                     f"(per_token_loss={per_token}) versus w times the plain PPO gradient: the "
+                     f"weight multiplies the per-token loss, outside min/clip", inputs=case)
 
 
 def test_weights_and_frozen_inputs_are_detached(sub):
     logp, old, rollout, adv, mask = _hand_case(F64)
     lp, o, ro, a = leaf(logp), leaf(old), leaf(rollout), leaf(adv)
-    w = sub.icepop_weights(o, ro, mask)
+    with batch(sub) as b:
+        pw = b.icepop_weights(o, ro, mask)
+        ploss = b.icepop_ppo_loss(lp, o, ro, a, mask)
+    w = pw.value
     if w.requires_grad:
         raise Feedback("icepop_weights returned a tensor that requires grad: the weights are a "
                        "stop-gradient correction (detach them)")
-    loss = sub.icepop_ppo_loss(lp, o, ro, a, mask)
+    loss = ploss.value
     loss.backward()
     assert_no_grad(o, what="old_logp (frozen: the PPO ratio's denominator and rho's numerator)")
     assert_no_grad(ro, what="rollout_logp")
@@ -203,39 +240,50 @@ def test_weights_and_frozen_inputs_are_detached(sub):
 
 def test_padding_is_neutralised(sub, oracle, ctx):
     g = ctx.generator(202)
-    for pad in (NAN, INF, -INF, 1e30):
-        for dtype in (F32, F64):
-            case = cases.make_case(g, 3, 5, dtype, pad, bool_mask=(dtype == F32), empty_row=True,
-                                   bounds=(0.5, 2.0))
-            case["mask"][0, 2] = 0  # a hole in the middle of a response, too
-            m = case["mask"] != 0
-            for k in ("logp", "old_logp", "rollout_logp"):
-                case[k] = torch.where(m, case[k], torch.tensor(pad, dtype=dtype))
-            args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
-            w = sub.icepop_weights(case["old_logp"], case["rollout_logp"], case["mask"])
-            assert_close(w, oracle.icepop_weights(case["old_logp"], case["rollout_logp"], case["mask"]),
-                         what=f"icepop_weights with padding {pad} (padded weights must be 0)",
-                         inputs=case)
-            for per_token in (True, False):
-                lp = leaf(case["logp"])
-                loss = sub.icepop_ppo_loss(lp, *args, per_token_loss=per_token)
-                assert_close(loss, oracle.icepop_ppo_loss(case["logp"], *args, per_token_loss=per_token),
-                             what=f"icepop_ppo_loss with padding {pad} (per_token_loss={per_token}); "
-                             f"neutralise padding with torch.where, never x * mask", inputs=case)
-                loss.backward()
-                gp = lp.grad[~m]
-                if not bool((gp == 0).all()):
-                    raise Feedback(f"gradient at padded positions must be exactly 0 (padding "
-                                   f"{pad}), got {describe(gp)}")
+    with batch(sub) as b:
+        calls = []
+        for pad in (NAN, INF, -INF, 1e30):
+            for dtype in (F32, F64):
+                case = cases.make_case(g, 3, 5, dtype, pad, bool_mask=(dtype == F32), empty_row=True,
+                                       bounds=(0.5, 2.0))
+                case["mask"][0, 2] = 0  # a hole in the middle of a response, too
+                m = case["mask"] != 0
+                for k in ("logp", "old_logp", "rollout_logp"):
+                    case[k] = torch.where(m, case[k], torch.tensor(pad, dtype=dtype))
+                args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
+                w = b.icepop_weights(case["old_logp"], case["rollout_logp"], case["mask"])
+                losses = []
+                for per_token in (True, False):
+                    lp = leaf(case["logp"])
+                    losses.append((per_token, lp, b.icepop_ppo_loss(lp, *args, per_token_loss=per_token)))
+                calls.append((pad, case, m, args, w, losses))
+    for pad, case, m, args, w, losses in calls:
+        want_w = oracle.icepop_weights(case["old_logp"], case["rollout_logp"], case["mask"])
+        assert_close(w.value, want_w,
+                     what=f"icepop_weights with padding {pad} (padded weights must be 0)",
+                     inputs=case)
+        for per_token, lp, p in losses:
+            want = oracle.icepop_ppo_loss(case["logp"], *args, per_token_loss=per_token)
+            loss = p.value
+            assert_close(loss, want,
+                         what=f"icepop_ppo_loss with padding {pad} (per_token_loss={per_token}); "
+                         f"neutralise padding with torch.where, never x * mask", inputs=case)
+            loss.backward()
+            gp = lp.grad[~m]
+            if not bool((gp == 0).all()):
+                raise Feedback(f"gradient at padded positions must be exactly 0 (padding "
+                               f"{pad}), got {describe(gp)}")
 
 
 def test_inputs_not_mutated(sub, ctx):
     g = ctx.generator(203)
     case = cases.make_case(g, 3, 4, F32, NAN, bool_mask=False, empty_row=True, bounds=(0.5, 2.0))
     before = {k: v.clone() for k, v in case.items()}
-    sub.icepop_weights(case["old_logp"], case["rollout_logp"], case["mask"])
-    sub.icepop_ppo_loss(leaf(case["logp"]), case["old_logp"], case["rollout_logp"],
-                        case["advantages"], case["mask"], per_token_loss=False)
+    with batch(sub) as b:
+        w = b.icepop_weights(case["old_logp"], case["rollout_logp"], case["mask"])
+        loss = b.icepop_ppo_loss(leaf(case["logp"]), case["old_logp"], case["rollout_logp"],
+                                 case["advantages"], case["mask"], per_token_loss=False)
+    w.value, loss.value  # noqa: B018 - the replies (and any in-place change) are in
     for k, v in case.items():
         same = (v == before[k]) | (torch.isnan(v) & torch.isnan(before[k]))
         if not bool(same.all()):
@@ -247,38 +295,46 @@ def test_inputs_not_mutated(sub, ctx):
 def test_extreme_ratios(sub):
     # rho = exp(+big) overflows to inf and exp(-big) underflows to 0: both are outside the band
     # and get weight 0, never NaN (select with torch.where; inf * 0 is NaN).
-    for dtype, big in ((F64, 1000.0), (F32, 200.0)):
-        old = torch.tensor([[-0.5, -0.5 - big, -0.5]], dtype=dtype)   # log-ratios +big, -big, 0
-        rollout = torch.tensor([[-0.5 - big, -0.5, -0.5]], dtype=dtype)
-        mask = torch.ones(1, 3, dtype=torch.bool)
-        for low, high in ((0.5, 2.0), (0.0, 2.0)):
-            w = sub.icepop_weights(old, rollout, mask, low=low, high=high)
-            assert_close(w, torch.tensor([[0.0, 0.0, 1.0]], dtype=F64),
-                         what=f"icepop_weights for log-ratios [{big}, {-big}, 0] with band "
-                         f"[{low}, {high}] ({dtype}): inf and 0 get weight 0, no NaN",
-                         inputs={"old_logp": old, "rollout_logp": rollout})
-            lp = leaf(old)                                               # r = 1 everywhere
-            loss = sub.icepop_ppo_loss(lp, old, rollout, torch.tensor([1.0], dtype=dtype), mask,
-                                       low=low, high=high)
-            assert_close(loss, torch.tensor(-1.0 / 3, dtype=F64),
-                         what=f"icepop_ppo_loss with behaviour log-ratios [{big}, {-big}, 0] and "
-                         f"band [{low}, {high}] ({dtype}): only the last token counts, divided by 3")
-            loss.backward()
-            assert_close(lp.grad, torch.tensor([[0.0, 0.0, -1.0 / 3]], dtype=F64),
-                         what=f"d loss / d logp with huge behaviour ratios ({dtype}): rejected "
-                         f"tokens get exactly 0, no NaN")
+    with batch(sub) as b:
+        calls = []
+        for dtype, big in ((F64, 1000.0), (F32, 200.0)):
+            old = torch.tensor([[-0.5, -0.5 - big, -0.5]], dtype=dtype)   # log-ratios +big, -big, 0
+            rollout = torch.tensor([[-0.5 - big, -0.5, -0.5]], dtype=dtype)
+            mask = torch.ones(1, 3, dtype=torch.bool)
+            for low, high in ((0.5, 2.0), (0.0, 2.0)):
+                w = b.icepop_weights(old, rollout, mask, low=low, high=high)
+                lp = leaf(old)                                               # r = 1 everywhere
+                loss = b.icepop_ppo_loss(lp, old, rollout, torch.tensor([1.0], dtype=dtype), mask,
+                                         low=low, high=high)
+                calls.append((dtype, big, old, rollout, low, high, w, lp, loss))
+    for dtype, big, old, rollout, low, high, w, lp, loss in calls:
+        assert_close(w.value, torch.tensor([[0.0, 0.0, 1.0]], dtype=F64),
+                     what=f"icepop_weights for log-ratios [{big}, {-big}, 0] with band "
+                     f"[{low}, {high}] ({dtype}): inf and 0 get weight 0, no NaN",
+                     inputs={"old_logp": old, "rollout_logp": rollout})
+        loss = loss.value
+        assert_close(loss, torch.tensor(-1.0 / 3, dtype=F64),
+                     what=f"icepop_ppo_loss with behaviour log-ratios [{big}, {-big}, 0] and "
+                     f"band [{low}, {high}] ({dtype}): only the last token counts, divided by 3")
+        loss.backward()
+        assert_close(lp.grad, torch.tensor([[0.0, 0.0, -1.0 / 3]], dtype=F64),
+                     what=f"d loss / d logp with huge behaviour ratios ({dtype}): rejected "
+                     f"tokens get exactly 0, no NaN")
 
 
 def test_tiny_probabilities(sub):
     # A rare token: old = rollout = -120 (float32) or -800 (float64). exp(old) underflows to 0,
     # but rho = exp(old - rollout) = 1. Form the ratio from the log difference.
-    for dtype, lv in ((F32, -120.0), (F64, -800.0)):
-        old = torch.tensor([[lv, lv + math.log(1.5), lv + math.log(3.0)]], dtype=dtype)
-        rollout = torch.full((1, 3), lv, dtype=dtype)
-        mask = torch.ones(1, 3, dtype=torch.bool)
-        w = sub.icepop_weights(old, rollout, mask)
+    with batch(sub) as b:
+        calls = []
+        for dtype, lv in ((F32, -120.0), (F64, -800.0)):
+            old = torch.tensor([[lv, lv + math.log(1.5), lv + math.log(3.0)]], dtype=dtype)
+            rollout = torch.full((1, 3), lv, dtype=dtype)
+            mask = torch.ones(1, 3, dtype=torch.bool)
+            calls.append((dtype, lv, old, rollout, b.icepop_weights(old, rollout, mask)))
+    for dtype, lv, old, rollout, w in calls:
         rho = torch.exp((old - rollout).to(F64))
-        assert_close(w, torch.where(rho <= 2.0, rho, torch.zeros_like(rho)),
+        assert_close(w.value, torch.where(rho <= 2.0, rho, torch.zeros_like(rho)),
                      what=f"icepop_weights for log-probs near {lv} ({dtype}): rho = exp(old - "
                      f"rollout), not exp(old) / exp(rollout)",
                      inputs={"old_logp": old, "rollout_logp": rollout})
