@@ -35,6 +35,27 @@ from pathlib import Path
 
 import torch
 
+try:  # under the judge: independent calls share one round trip to the sandboxed submission
+    from judge.testing import batch
+except ImportError:  # standalone, without the judge: each call runs when it is made
+    class _Done:
+        def __init__(self, value):
+            self.value = value
+
+    class batch:  # noqa: N801 - stands in for judge.testing.batch
+        def __init__(self, impl):
+            self._impl = impl
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def __getattr__(self, name):
+            fn = getattr(self._impl, name)
+            return lambda *args, **kwargs: _Done(fn(*args, **kwargs))
+
 STALENESS = [0, 1, 2, 4, 8]
 ANCHORS = ["old", "rollout"]
 V, L, B = 6, 6, 16                            # actions, positions, responses per lane per step
@@ -80,28 +101,40 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
         lengths = torch.randint(1, L + 1, (B,), generator=g)
         mask1 = torch.arange(L)[None, :] < lengths[:, None]          # [B, L]
         mask = mask1.repeat(K, 1)                                    # [K*B, L]
+        # The two anchors' lanes are independent and the weights do not need the loss: one batch
+        # of 4 calls per step (one round trip under the judge). Step t + 1 needs step t's update.
+        queued = {}
+        with batch(impl) as b:
+            for anchor in ANCHORS:
+                st = state[anchor]
+                z_now = st["z"]
+                # the sampler holds the weights of k steps ago
+                z_sampler = torch.stack([st["history"][max(0, step - k)][j]
+                                         for j, k in enumerate(STALENESS)])
+                actions = _sample(z_sampler, u)                      # [K, B, L]
+                rollout_logp = _gather_logp(z_sampler, actions).reshape(K * B, L)
+                old_logp = _gather_logp(z_now, actions).reshape(K * B, L)  # fresh recompute, detached
+                r_tok = reward[actions]                              # [K, B, L]
+                m3 = mask1[None].expand(K, B, L)
+                R = (r_tok * m3).sum(-1) / m3.sum(-1)                # [K, B]
+                adv = (R - R.mean(dim=1, keepdim=True)).reshape(K * B)
+
+                z_leaf = z_now.clone().requires_grad_(True)
+                logp = _gather_logp(z_leaf, actions).reshape(K * B, L)
+                loss = b.cispo_loss(logp, old_logp, adv, mask, rollout_logp=rollout_logp,
+                                    anchor=anchor, eps_low=EPS_LOW, eps_high=EPS_HIGH)
+                with torch.no_grad():
+                    anchor_logp = old_logp if anchor == "old" else rollout_logp
+                    w = b.cispo_weights(logp.detach(), anchor_logp, mask, eps_low=EPS_LOW,
+                                        eps_high=EPS_HIGH)
+                queued[anchor] = (z_now, z_leaf, logp, anchor_logp, adv, loss, w)
         for anchor in ANCHORS:
             st = state[anchor]
-            z_now = st["z"]
-            # the sampler holds the weights of k steps ago
-            z_sampler = torch.stack([st["history"][max(0, step - k)][j] for j, k in enumerate(STALENESS)])
-            actions = _sample(z_sampler, u)                          # [K, B, L]
-            rollout_logp = _gather_logp(z_sampler, actions).reshape(K * B, L)
-            old_logp = _gather_logp(z_now, actions).reshape(K * B, L)  # fresh recompute, detached
-            r_tok = reward[actions]                                  # [K, B, L]
-            m3 = mask1[None].expand(K, B, L)
-            R = (r_tok * m3).sum(-1) / m3.sum(-1)                    # [K, B]
-            adv = (R - R.mean(dim=1, keepdim=True)).reshape(K * B)
-
-            z_leaf = z_now.clone().requires_grad_(True)
-            logp = _gather_logp(z_leaf, actions).reshape(K * B, L)
-            loss = impl.cispo_loss(logp, old_logp, adv, mask, rollout_logp=rollout_logp,
-                                   anchor=anchor, eps_low=EPS_LOW, eps_high=EPS_HIGH)
+            z_now, z_leaf, logp, anchor_logp, adv, loss, w = queued[anchor]
+            loss = loss.value
             (loss * K).backward()
             with torch.no_grad():
-                anchor_logp = old_logp if anchor == "old" else rollout_logp
-                w = impl.cispo_weights(logp.detach(), anchor_logp, mask, eps_low=EPS_LOW,
-                                       eps_high=EPS_HIGH)
+                w = w.value
                 ratio = torch.exp(logp.detach() - anchor_logp)
                 reinforce = -(adv[:, None] * logp.detach() * mask).sum() / mask.sum()
                 st["loss_vs_reinforce"] = max(st["loss_vs_reinforce"],

@@ -6,7 +6,7 @@ Cases run from small to large (float64 and float32 each, padding filled with NaN
 
 import torch
 
-from judge.testing import Feedback, assert_close, leaf, sibling, visible
+from judge.testing import Feedback, assert_close, batch, leaf, sibling, visible
 
 cases = sibling(__file__, "_cases")
 
@@ -24,28 +24,37 @@ def _inputs(case, with_rollout: bool):
 
 @visible
 def test_weights_match_oracle(sub, oracle, ctx):
-    for label, case, eps_low, eps_high in cases.cases(ctx, salt=101):
-        for anchor_name in ("old_logp", "rollout_logp"):
-            args = (case["logp"], case[anchor_name], case["mask"])
-            out = sub.cispo_weights(*args, eps_low=eps_low, eps_high=eps_high)
-            exp = oracle.cispo_weights(*args, eps_low=eps_low, eps_high=eps_high)
-            assert_close(out, exp, what=f"cispo_weights ({label}, anchor_logp={anchor_name}, "
-                                        f"eps_low={eps_low}, eps_high={eps_high})",
-                         inputs={"logp": case["logp"], "anchor_logp": case[anchor_name],
-                                 "mask": case["mask"]})
+    with batch(sub) as b:
+        calls = []
+        for label, case, eps_low, eps_high in cases.cases(ctx, salt=101):
+            for anchor_name in ("old_logp", "rollout_logp"):
+                args = (case["logp"], case[anchor_name], case["mask"])
+                calls.append((label, case, eps_low, eps_high, anchor_name, args,
+                              b.cispo_weights(*args, eps_low=eps_low, eps_high=eps_high)))
+    for label, case, eps_low, eps_high, anchor_name, args, out in calls:
+        exp = oracle.cispo_weights(*args, eps_low=eps_low, eps_high=eps_high)  # while the submission runs
+        assert_close(out.value, exp, what=f"cispo_weights ({label}, anchor_logp={anchor_name}, "
+                                          f"eps_low={eps_low}, eps_high={eps_high})",
+                     inputs={"logp": case["logp"], "anchor_logp": case[anchor_name],
+                             "mask": case["mask"]})
 
 
 def _check_loss(sub, oracle, ctx, config: str, salt: int):
     cfg = CONFIGS[config]
-    for label, case, eps_low, eps_high in cases.cases(ctx, salt=salt):
-        kw = dict(anchor=cfg["anchor"], eps_low=eps_low, eps_high=eps_high,
-                  tis_enabled=cfg.get("tis_enabled", False))
-        rollout = case["rollout_logp"] if cfg.get("rollout") else None
-        x = leaf(case["logp"])
-        loss = sub.cispo_loss(x, case["old_logp"], case["advantages"], case["mask"],
-                              rollout_logp=rollout, **kw)
+    with batch(sub) as b:
+        calls = []
+        for label, case, eps_low, eps_high in cases.cases(ctx, salt=salt):
+            kw = dict(anchor=cfg["anchor"], eps_low=eps_low, eps_high=eps_high,
+                      tis_enabled=cfg.get("tis_enabled", False))
+            rollout = case["rollout_logp"] if cfg.get("rollout") else None
+            x = leaf(case["logp"])
+            calls.append((label, case, eps_low, eps_high, kw, rollout, x,
+                          b.cispo_loss(x, case["old_logp"], case["advantages"], case["mask"],
+                                       rollout_logp=rollout, **kw)))
+    for label, case, eps_low, eps_high, kw, rollout, x, out in calls:
         args = (case["logp"], case["old_logp"], case["advantages"], case["mask"], rollout)
-        exp = oracle.cispo_loss(*args, **kw)
+        exp = oracle.cispo_loss(*args, **kw)  # while the submission runs
+        loss = out.value
         what = (f"cispo_loss (anchor={cfg['anchor']!r}{', tis_enabled=True' if kw['tis_enabled'] else ''}, "
                 f"eps_low={eps_low}, eps_high={eps_high}; {label})")
         shown = _inputs(case, with_rollout=rollout is not None)
