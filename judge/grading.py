@@ -25,23 +25,26 @@ MEDIA_TYPES = {".png": "image/png", ".json": "application/json", ".svg": "image/
 
 def warm(exercises) -> None:
     """Load everything grading needs once per process, so no grading pays for it: each
-    exercise's tests, reference, oracle and experiment, and matplotlib with its font cache."""
+    exercise's tests, reference, oracle and experiment, and matplotlib with its font cache and
+    the SVG backend the plots are written with (PNG too, for an exercise that still writes one)."""
     import io
 
     import matplotlib
     import torch
+    from matplotlib.figure import Figure
 
     from judge.runner import collect
 
     torch.set_num_threads(1)  # tier tests use small tensors: threads only oversubscribe the cores
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(2, 2))
-    ax.plot([0, 1], [0, 1], label="warm-up")
-    ax.legend()
-    fig.savefig(io.BytesIO(), format="png", dpi=40)
-    plt.close(fig)
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "warm-up", "axes.titley": 1.0}):
+        fig = Figure(figsize=(2, 2))
+        ax = fig.subplots()
+        ax.semilogy([1, 2], [1, 10], label="warm-up")
+        ax.set_title("warm-up", fontsize=8)
+        ax.legend(fontsize=7)
+        fig.savefig(io.BytesIO(), format="svg", metadata={"Date": None})
+        fig.savefig(io.BytesIO(), format="png", dpi=40)
     for ex in exercises:
         collect(ex)
         ex.ref, ex.oracle, ex.experiment  # noqa: B018 - cached properties: load them now

@@ -77,14 +77,15 @@ def test_reference_is_accepted_with_artifacts(service, graded):
         assert [t["status"] for t in doc["verdict"]["tiers"]] == ["passed"] * 4
         doc = settled(c, doc)
         arts = {a["name"]: a for a in doc["verdict"]["artifacts"]}
-        assert "metrics.json" in arts and any(n.endswith(".png") for n in arts)
+        assert "metrics.json" in arts and any(n.endswith(".svg") for n in arts)
         for a in arts.values():  # the storage key is the URL, never a server path
             assert a["path"] == f"/submissions/{doc['id']}/artifacts/{a['name']}"
             f = c.get(a["path"])
             assert f.status_code == 200 and f.headers["content-type"].startswith(a["media_type"])
             assert len(f.content) == a["size"]
-        png = next(n for n in arts if n.endswith(".png"))
-        assert c.get(arts[png]["path"]).content[:8] == b"\x89PNG\r\n\x1a\n"
+        svg = next(n for n in arts if n.endswith(".svg"))
+        assert arts[svg]["media_type"] == "image/svg+xml"
+        assert c.get(arts[svg]["path"]).content.startswith(b"<?xml")
         json.loads(c.get(arts["metrics.json"]["path"]).content)
 
 
@@ -258,10 +259,11 @@ def test_exercises(service):
         assert d["spec"].startswith("#") and "NotImplementedError" in d["starter"]
         assert d["limits"]["total_seconds"] > 0
         names = {p["name"] for p in d["previews"]}
-        assert "metrics.json" in names and any(n.endswith(".png") for n in names)
-        png = next(p for p in d["previews"] if p["name"].endswith(".png"))
-        r = c.get(png["url"])
-        assert r.status_code == 200 and r.headers["content-type"] == "image/png" and r.content[:4] == b"\x89PNG"
+        assert "metrics.json" in names and any(n.endswith(".svg") for n in names)
+        svg = next(p for p in d["previews"] if p["name"].endswith(".svg"))
+        r = c.get(svg["url"])
+        assert r.status_code == 200 and r.headers["content-type"] == "image/svg+xml" and r.content.startswith(b"<?xml")
+        assert r.headers["content-security-policy"] == "default-src 'none'; sandbox"  # no script in an SVG
         r = c.get("/exercises/glm5_mis/starter.py")
         assert r.status_code == 200 and r.text == STARTER and r.headers["content-type"].startswith("text/x-python")
         for path in ("/exercises/nope", "/exercises/nope/starter.py", "/exercises/glm5_mis/previews/..%2Fx"):
@@ -411,5 +413,5 @@ def test_readme_examples_work_as_written(service, tmp_path):
     assert out.count('"verdict":"accepted"') >= 3  # ?wait=30, the events' end, GET /submissions/{id}
     assert "event: test" in out and "event: end" in out
     assert '"bandit_final_p_best"' in out  # metrics.json
-    assert (tmp_path / "bandit.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "bandit.svg").read_bytes().startswith(b"<?xml")
     assert "judge_queue_depth" in out and '"items":[' in out

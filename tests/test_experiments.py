@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -17,6 +18,7 @@ from judge.exercise import discover
 
 EXERCISES = discover()
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+SVG_ROOT = "{http://www.w3.org/2000/svg}svg"
 _METRICS: dict[str, dict] = {}
 
 
@@ -45,13 +47,15 @@ def _empty_lists(x):
 
 def _check_written(names, out_dir):
     assert "metrics.json" in names, names
-    assert any(n.endswith(".png") for n in names), f"no PNG among {names}"
+    assert any(n.endswith((".svg", ".png")) for n in names), f"no plot (SVG or PNG) among {names}"
     assert sorted(p.name for p in out_dir.iterdir()) == sorted(names), "plot must return every file it wrote"
     for name in names:
         path = out_dir / name
         assert path.is_file(), name
         if name.endswith(".png"):
             assert path.read_bytes()[:8] == PNG_SIGNATURE, f"{name} is not a PNG"
+        if name.endswith(".svg"):  # well-formed XML (text escaped), an <svg> root
+            assert ET.fromstring(path.read_bytes()).tag == SVG_ROOT, f"{name} is not an SVG"
 
 
 @pytest.mark.parametrize("slug", sorted(EXERCISES))
@@ -62,6 +66,10 @@ def test_plot_draws_from_the_metrics(slug, tmp_path):
     _check_written(names, tmp_path / "out")
     saved = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert saved == json.loads(json.dumps(metrics))
+    again = experiment.plot(metrics, tmp_path / "again")  # same metrics, same bytes (no date, fixed ids)
+    assert again == names
+    for name in names:
+        assert (tmp_path / "again" / name).read_bytes() == (tmp_path / "out" / name).read_bytes(), name
 
 
 @pytest.mark.parametrize("odd", ["nan", "inf", "empty_lists"])

@@ -35,7 +35,7 @@ def test_reference_is_accepted(slug, sandbox, tmp_path):
     v = grade(ex, ex.solution_path.read_text(), sandbox=sandbox, mode="submit", out_dir=tmp_path)
     assert v.verdict == "accepted", summary(v)
     assert [t.status for t in v.tiers] == ["passed"] * 4
-    assert {a.media_type for a in v.artifacts} >= {"image/png", "application/json"}
+    assert {a.media_type for a in v.artifacts} >= {"image/svg+xml", "application/json"}
     assert v.error is None and v.exit_code == 0
 
 
@@ -119,4 +119,4 @@ def test_the_verdict_comes_before_its_plots(sandbox, tmp_path):
     assert first.artifacts == [] and files_then == []  # nothing drawn yet when the verdict is out
     assert not v.artifacts_pending and v.timings.render_ms > 0
     assert {a.name for a in v.artifacts} == {p.name for p in tmp_path.iterdir()}
-    assert any(a.media_type == "image/png" for a in v.artifacts)
+    assert any(a.media_type == "image/svg+xml" for a in v.artifacts)

@@ -169,7 +169,7 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
             "final_p_best": [float(p) for p in p_best],
         }
 
-    # what rollout_ratio_trace.png draws: the max ratio pi_theta / pi_rollout per step and lane
+    # what rollout_ratio_trace.svg draws: the max ratio pi_theta / pi_rollout per step and lane
     metrics["rollout_ratio_trace"] = state["rollout"]["ratio_trace"]
 
     if out_dir is not None:
@@ -177,30 +177,34 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
     return metrics
 
 
+# The plots are SVG drawn by matplotlib without pyplot: text stays text and nothing is rasterised;
+# few ticks and titles at a fixed height spare most of the layout work (AUTHORING.md, "T3"). A fixed
+# hash salt keeps the files identical from run to run.
+PLOT_RC = {"svg.fonttype": "none", "svg.hashsalt": "cispo", "axes.titley": 1.0}
+
+
 def plot(metrics: dict, out_dir) -> list[str]:
-    """Draw the PNGs and write metrics.json into out_dir from the metrics alone; returns the names."""
+    """Draw the SVG plots and write metrics.json into out_dir from the metrics alone; returns the names."""
     import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     written = ["metrics.json"]
-    for name, size, draw in (("clip_fraction_and_weights.png", (8, 3.2), _draw_clip_and_weights),
-                             ("rollout_ratio_trace.png", (5, 3.2), _draw_ratio_trace)):
-        fig = plt.figure(figsize=size)
-        try:
-            draw(fig, metrics)
-            fig.savefig(out / name, dpi=80)
-        except Exception as e:  # noqa: BLE001 - odd metrics (a wrong solution's) still get a figure
-            fig.clf()
-            fig.text(0.5, 0.5, f"could not draw {name}:\n{type(e).__name__}: {e}", ha="center",
-                     va="center", fontsize=8, wrap=True)
-            fig.savefig(out / name, dpi=80)
-        finally:
-            plt.close(fig)
-        written.append(name)
+    with matplotlib.rc_context(PLOT_RC):
+        for name, size, draw in (("clip_fraction_and_weights.svg", (8, 3.2), _draw_clip_and_weights),
+                                 ("rollout_ratio_trace.svg", (5, 3.2), _draw_ratio_trace)):
+            fig = Figure(figsize=size)
+            try:
+                draw(fig, metrics)
+                fig.savefig(out / name, metadata={"Date": None})
+            except Exception as e:  # noqa: BLE001 - odd metrics (a wrong solution's) still get a figure
+                fig.clf()
+                fig.text(0.5, 0.5, f"could not draw {name}:\n{type(e).__name__}: {e}", ha="center",
+                         va="center", fontsize=8, wrap=True)
+                fig.savefig(out / name, metadata={"Date": None})
+            written.append(name)
     return written
 
 
@@ -227,6 +231,8 @@ def _draw_clip_and_weights(fig, metrics: dict) -> None:
     ax[1].set_xlabel("sampler staleness k (steps)")
     ax[1].set_title("weights (markers) vs raw ratios (bars)")
     ax[1].legend(fontsize=7)
+    for a in ax:
+        a.locator_params(nbins=5)
 
 
 def _draw_ratio_trace(fig, metrics: dict) -> None:
@@ -237,6 +243,7 @@ def _draw_ratio_trace(fig, metrics: dict) -> None:
     ax.axhline(1.0 + EPS_HIGH, ls="--", c="gray")
     ax.set_xlabel("training step")
     ax.set_ylabel("max ratio pi_theta / pi_rollout")
+    ax.locator_params(nbins=5)
     if metrics["rollout_ratio_trace"]:
         ax.legend(fontsize=7)
 

@@ -141,36 +141,39 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
     metrics = {**sweep, **{f"bandit_{k}": v for k, v in bandit.items()},
                "clamp_final_p_best": clamp["final_p_best"],
                "clamp_zero_grad_updates": clamp["zero_grad_updates"],
-               "clamp_p_best": clamp["p_best"]}  # the comparison curve bandit.png draws
+               "clamp_p_best": clamp["p_best"]}  # the comparison curve bandit.svg draws
     if out_dir is not None:
         plot(metrics, out_dir)
     return metrics
 
 
-def plot(metrics: dict, out_dir) -> list[str]:
-    """Draw sweep.png and bandit.png and write metrics.json from the metrics alone; returns the names."""
-    import matplotlib
+# The plots are SVG drawn by matplotlib without pyplot: text stays text and nothing is rasterised;
+# few ticks and titles at a fixed height spare most of the layout work (AUTHORING.md, "T3"). A fixed
+# hash salt keeps the files identical from run to run.
+PLOT_RC = {"svg.fonttype": "none", "svg.hashsalt": "glm5_mis", "axes.titley": 1.0}
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def plot(metrics: dict, out_dir) -> list[str]:
+    """Draw sweep.svg and bandit.svg and write metrics.json from the metrics alone; returns the names."""
+    import matplotlib
+    from matplotlib.figure import Figure
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
     written = ["metrics.json"]
-    for name, draw in (("sweep.png", _draw_sweep), ("bandit.png", _draw_bandit)):
-        fig = plt.figure(figsize=(8, 3))
-        try:
-            draw(fig, metrics)
-            fig.savefig(out / name, dpi=72)
-        except Exception as e:  # noqa: BLE001 - odd metrics (a wrong solution's) still get a figure
-            fig.clf()
-            fig.text(0.5, 0.5, f"could not draw {name}:\n{type(e).__name__}: {e}", ha="center",
-                     va="center", fontsize=8, wrap=True)
-            fig.savefig(out / name, dpi=72)
-        finally:
-            plt.close(fig)
-        written.append(name)
+    with matplotlib.rc_context(PLOT_RC):
+        for name, draw in (("sweep.svg", _draw_sweep), ("bandit.svg", _draw_bandit)):
+            fig = Figure(figsize=(8, 3))
+            try:
+                draw(fig, metrics)
+                fig.savefig(out / name, metadata={"Date": None})
+            except Exception as e:  # noqa: BLE001 - odd metrics (a wrong solution's) still get a figure
+                fig.clf()
+                fig.text(0.5, 0.5, f"could not draw {name}:\n{type(e).__name__}: {e}", ha="center",
+                         va="center", fontsize=8, wrap=True)
+                fig.savefig(out / name, metadata={"Date": None})
+            written.append(name)
     return written
 
 
@@ -182,6 +185,7 @@ def _draw_sweep(fig, m: dict) -> None:
     for a in ax:
         a.axvspan(lo, hi, color="0.92")
         a.set_xlabel("ratio r = exp(logp - rollout_logp)")
+        a.locator_params(nbins=5)
     ax[0].plot(r, m["sweep_clamped"], "--", color="0.5", label="clamp(r, 0.8, 1.2)")
     ax[0].plot(r, m["sweep_weights"], color="C0", label="your masked_is_weights")
     ax[0].set_ylabel("weight")
@@ -201,13 +205,14 @@ def _draw_bandit(fig, m: dict) -> None:
     ax[0].legend(fontsize=7)
     retained = m["bandit_retained_mass"]
     ax[1].bar(range(len(retained)), retained, color="C0")
-    for k in m["bandit_zero_grad_steps"]:
-        ax[1].plot([k], [0.02], "rx")
+    zero = m["bandit_zero_grad_steps"]
+    ax[1].plot(zero, [0.02] * len(zero), "rx", ls="none")
     ax[1].set_xlabel("update (x: exactly zero gradient)")
     ax[1].set_ylabel("rollout mass retained")
     for a in ax:
         for k in range(0, UPDATES, REFRESH_EVERY):
             a.axvline(k, color="0.85", lw=0.8, zorder=0)
+        a.locator_params(nbins=5)
 
 
 def _load(path: str):
@@ -224,7 +229,7 @@ if __name__ == "__main__":
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--impl", required=True, help="your solution file")
-    ap.add_argument("--out", default=None, help="folder for sweep.png, bandit.png, metrics.json")
+    ap.add_argument("--out", default=None, help="folder for sweep.svg, bandit.svg, metrics.json")
     args = ap.parse_args()
     m = run(_load(args.impl), args.out)
     print(f"sweep: {m['sweep_retained']} of {len(m['sweep_ratios'])} ratios retained")

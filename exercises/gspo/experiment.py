@@ -13,7 +13,7 @@ with what token-level PPO clipping would give on the same tokens (computed here,
 
     python exercises/gspo/experiment.py --impl my_solution.py --out figs/
 
-writes ratios.png, gradients.png, surrogate.png and metrics.json into figs/.
+writes ratios.svg, gradients.svg, surrogate.svg and metrics.json into figs/.
 """
 
 from __future__ import annotations
@@ -90,31 +90,35 @@ def _token_ppo_grad(logp, old, adv, mask, clip_eps=CLIP_EPS):
     return x.grad.detach()
 
 
+# The plots are SVG drawn by matplotlib without pyplot: text stays text and nothing is rasterised;
+# few ticks and titles at a fixed height spare most of the layout work (AUTHORING.md, "T3"). A fixed
+# hash salt keeps the files identical from run to run.
+PLOT_RC = {"svg.fonttype": "none", "svg.hashsalt": "gspo", "axes.titley": 1.0}
+
+
 def plot(metrics: dict, out_dir) -> list[str]:
-    """Draw the three PNGs and write metrics.json from the metrics alone; returns the names."""
+    """Draw the three SVG plots and write metrics.json from the metrics alone; returns the names."""
     import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
     written = ["metrics.json"]
-    for name, size, draw in (("ratios.png", (4.5, 3), _draw_ratios),
-                             ("gradients.png", (6, 2.8), _draw_gradients),
-                             ("surrogate.png", (6, 2.8), _draw_surrogate)):
-        fig = plt.figure(figsize=size)
-        try:
-            draw(fig, metrics)
-            fig.savefig(out / name, dpi=80)
-        except Exception as e:  # noqa: BLE001 - odd metrics (a wrong solution's) still get a figure
-            fig.clf()
-            fig.text(0.5, 0.5, f"could not draw {name}:\n{type(e).__name__}: {e}", ha="center",
-                     va="center", fontsize=8, wrap=True)
-            fig.savefig(out / name, dpi=80)
-        finally:
-            plt.close(fig)
-        written.append(name)
+    with matplotlib.rc_context(PLOT_RC):
+        for name, size, draw in (("ratios.svg", (4.5, 3), _draw_ratios),
+                                 ("gradients.svg", (6, 2.8), _draw_gradients),
+                                 ("surrogate.svg", (6, 2.8), _draw_surrogate)):
+            fig = Figure(figsize=size)
+            try:
+                draw(fig, metrics)
+                fig.savefig(out / name, metadata={"Date": None})
+            except Exception as e:  # noqa: BLE001 - odd metrics (a wrong solution's) still get a figure
+                fig.clf()
+                fig.text(0.5, 0.5, f"could not draw {name}:\n{type(e).__name__}: {e}", ha="center",
+                         va="center", fontsize=8, wrap=True)
+                fig.savefig(out / name, metadata={"Date": None})
+            written.append(name)
     return written
 
 
@@ -127,6 +131,7 @@ def _draw_ratios(fig, m: dict) -> None:
     ax.axhspan(1 - CLIP_EPS, 1 + CLIP_EPS, color="grey", alpha=0.2, label="clip band [0.8, 1.2]")
     ax.set_xticks(range(3), names, fontsize=7)
     ax.set_ylabel("sequence ratio s_i")
+    ax.locator_params(axis="y", nbins=5)
     ax.set_title(f"your s_i (red: clipped), clip fraction {m['clip_fraction']:.3f}", fontsize=8)
     ax.legend(fontsize=7)
     fig.subplots_adjust(left=0.14, right=0.97, bottom=0.12, top=0.9)
@@ -157,6 +162,7 @@ def _draw_surrogate(fig, m: dict) -> None:
         for b in (1 - CLIP_EPS, 1 + CLIP_EPS):
             ax.axvline(b, color="grey", lw=0.8, ls="--")
         ax.set_xlabel("s", fontsize=8)
+        ax.locator_params(nbins=5)
         ax.set_title(title, fontsize=8)
         ax.legend(fontsize=7)
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.9, wspace=0.25)

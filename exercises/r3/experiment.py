@@ -116,7 +116,7 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
     m["router_grad_selected_norm"] = float(grad[selected].norm())
     m["router_grad_unselected_max"] = float(grad[~selected].abs().max())
 
-    # what the middle panel of r3_toy.png draws: histograms of log10 per-token errors at the largest sigma
+    # what the middle panel of r3_toy.svg draws: histograms of log10 per-token errors at the largest sigma
     m["error_hist"] = _error_hist(*per_token[SIGMAS[-1]])
 
     if out_dir is not None:
@@ -138,32 +138,48 @@ def _error_hist(err_rec: torch.Tensor, err_rep: torch.Tensor, flipped: torch.Ten
             "flipped": int(flipped.sum())}
 
 
-def plot(metrics: dict, out_dir) -> list[str]:
-    """Draw r3_toy.png and write metrics.json from the metrics alone; returns the names written."""
-    import matplotlib
+# The plot is an SVG drawn by matplotlib without pyplot: text stays text and nothing is rasterised;
+# few ticks and titles at a fixed height spare most of the layout work (AUTHORING.md, "T3"). A fixed
+# hash salt keeps the file identical from run to run.
+PLOT_RC = {"svg.fonttype": "none", "svg.hashsalt": "r3", "axes.titley": 1.0}
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def plot(metrics: dict, out_dir) -> list[str]:
+    """Draw r3_toy.svg and write metrics.json from the metrics alone; returns the names written."""
+    import matplotlib
+    from matplotlib.figure import Figure
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    fig = plt.figure(figsize=(13, 3.6))
-    try:
-        _draw(fig, metrics)
-        fig.savefig(out / "r3_toy.png", dpi=64)
-    except Exception as e:  # noqa: BLE001 - odd metrics (a wrong solution's) still get a figure
-        fig.clf()
-        fig.text(0.5, 0.5, f"could not draw r3_toy.png:\n{type(e).__name__}: {e}", ha="center",
-                 va="center", fontsize=8, wrap=True)
-        fig.savefig(out / "r3_toy.png", dpi=64)
-    finally:
-        plt.close(fig)
-    return ["metrics.json", "r3_toy.png"]
+    with matplotlib.rc_context(PLOT_RC):
+        fig = Figure(figsize=(13, 3.6))
+        try:
+            _draw(fig, metrics)
+            fig.savefig(out / "r3_toy.svg", metadata={"Date": None})
+        except Exception as e:  # noqa: BLE001 - odd metrics (a wrong solution's) still get a figure
+            fig.clf()
+            fig.text(0.5, 0.5, f"could not draw r3_toy.svg:\n{type(e).__name__}: {e}", ha="center",
+                     va="center", fontsize=8, wrap=True)
+            fig.savefig(out / "r3_toy.svg", metadata={"Date": None})
+    return ["metrics.json", "r3_toy.svg"]
+
+
+def _plain_log_labels(axis, lim) -> None:
+    """Plain labels on a log axis (0.001, not a mathtext 10^-3: ~10 ms a label); under two decades
+    the minor ticks are labelled too, else they are left out."""
+    from matplotlib.ticker import LogFormatter, NullLocator
+
+    axis.set_major_formatter("{x:g}")
+    lo, hi = sorted(abs(v) for v in lim)
+    if hi < 100 * lo:
+        axis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    else:
+        axis.set_minor_locator(NullLocator())
 
 
 def _draw(fig, m: dict) -> None:
-    import matplotlib.ticker
+    from matplotlib.ticker import NullLocator
 
     s = [v for v in SIGMAS if v > 0]
 
@@ -177,27 +193,28 @@ def _draw(fig, m: dict) -> None:
     ax[0].loglog(*pick("recompute_err_mean"), "o--", color="C3", label="recompute, mean")
     ax[0].loglog(*pick("replay_err_max"), "s-", color="C0", label="replay (R3), max")
     ax[0].loglog(*pick("replay_err_mean"), "s--", color="C0", label="replay (R3), mean")
-    ax[0].set_xticks(s)
-    ax[0].set_xticklabels([f"{v:g}" for v in s], fontsize=7)
-    ax[0].xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax[0].xaxis.set_minor_locator(NullLocator())
+    ax[0].set_xticks(s, [f"{v:g}" for v in s], fontsize=7)
+    _plain_log_labels(ax[0].yaxis, ax[0].get_ylim())
     ax[0].set_xlabel("sampler logit noise sigma")
     ax[0].set_ylabel("||y_trainer - y_sampler||")
     ax[0].set_title("output mismatch per token")
     ax[0].legend(fontsize=7)
     h = m["error_hist"]
     edges = h["edges"]
-    width = [(b - a) / 2 for a, b in zip(edges, edges[1:])]
-    if all(math.isfinite(e) for e in edges):
-        ax[1].bar(edges[:-1], h["recompute"], width=width, align="edge", color="C3", label="recompute")
-        ax[1].bar([a + w for a, w in zip(edges, width)], h["replay"], width=width, align="edge",
-                  color="C0", label="replay")
+    if all(math.isfinite(e) for e in edges) and len(edges) - 1 == len(h["recompute"]) == len(h["replay"]):
+        # each histogram is one artist (stairs); as 2 x 30 bars it cost ~12 ms more to draw
+        ax[1].stairs(h["replay"], edges, fill=True, color="C0", alpha=0.5, label="replay")
+        ax[1].stairs(h["recompute"], edges, color="C3", lw=1.5, label="recompute")
         ax[1].legend(fontsize=7)
     ax[1].set_xlabel(f"log10 error at sigma={h['sigma']} ({h['flipped']} of {m['N']} flipped)")
     ax[1].set_title("per-token errors")
+    ax[1].locator_params(nbins=5)
     ax[2].plot(SIGMAS[:len(m["flip_frac"])], [100 * f for f in m["flip_frac"]], "o-")
     ax[2].set_xlabel("sampler logit noise sigma")
     ax[2].set_ylabel("% tokens whose top-k set flips")
     ax[2].set_title(f"route flips (N={m['N']}, E={m['E']}, k={m['k']})")
+    ax[2].locator_params(nbins=5)
 
 
 def _load(path: str):

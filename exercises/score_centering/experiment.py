@@ -143,27 +143,31 @@ def run(impl, out_dir=None, seed=0):
     return metrics
 
 
+# The plots are SVG drawn by matplotlib without pyplot: text stays text and nothing is rasterised;
+# few ticks and titles at a fixed height spare most of the layout work (AUTHORING.md, "T3"). A fixed
+# hash salt keeps the files identical from run to run.
+PLOT_RC = {"svg.fonttype": "none", "svg.hashsalt": "score_centering", "axes.titley": 1.0}
+
+
 def plot(metrics: dict, out_dir) -> list[str]:
-    """Draw drift.png and write metrics.json from the metrics alone; returns the names written."""
+    """Draw drift.svg and write metrics.json from the metrics alone; returns the names written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
     import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
-    fig = plt.figure(figsize=(8, 3.2))
-    try:
-        _draw(fig, metrics)
-        fig.savefig(out / "drift.png", dpi=72)
-    except Exception as e:  # noqa: BLE001 - odd metrics (a wrong solution's) still get a figure
-        fig.clf()
-        fig.text(0.5, 0.5, f"could not draw drift.png:\n{type(e).__name__}: {e}", ha="center",
-                 va="center", fontsize=8, wrap=True)
-        fig.savefig(out / "drift.png", dpi=72)
-    finally:
-        plt.close(fig)
-    return ["metrics.json", "drift.png"]
+    with matplotlib.rc_context(PLOT_RC):
+        fig = Figure(figsize=(8, 3.2))
+        try:
+            _draw(fig, metrics)
+            fig.savefig(out / "drift.svg", metadata={"Date": None})
+        except Exception as e:  # noqa: BLE001 - odd metrics (a wrong solution's) still get a figure
+            fig.clf()
+            fig.text(0.5, 0.5, f"could not draw drift.svg:\n{type(e).__name__}: {e}", ha="center",
+                     va="center", fontsize=8, wrap=True)
+            fig.savefig(out / "drift.svg", metadata={"Date": None})
+    return ["metrics.json", "drift.svg"]
 
 
 def _draw(fig, metrics):
@@ -178,6 +182,7 @@ def _draw(fig, metrics):
     axes[1].set_title("KL(q || p_t)")
     for ax in axes:
         ax.set_xlabel("step")
+        ax.locator_params(nbins=5)
     axes[0].legend(fontsize=7)
 
 
@@ -191,7 +196,7 @@ def _load(path):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--impl", required=True, help="your solution file (defines sc_policy_loss)")
-    ap.add_argument("--out", default=None, help="folder for drift.png and metrics.json")
+    ap.add_argument("--out", default=None, help="folder for drift.svg and metrics.json")
     args = ap.parse_args()
     m = run(_load(args.impl), args.out)
     for name in ("none", "sc_k6", "sc_k4", "sc_k2"):
