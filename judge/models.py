@@ -33,7 +33,7 @@ class TierResult(BaseModel):
 
 
 class Artifact(BaseModel):
-    name: str  # file name, e.g. "bandit.png"
+    name: str  # file name, e.g. "bandit.svg"
     path: str  # where it was written (judge local) or its storage key (service)
     media_type: str  # e.g. "image/png", "application/json"
     size: int = 0  # bytes

@@ -52,7 +52,7 @@ def test_ratio_sweep_matches_reference(sub, ref, experiment, ctx):
                 f"ratio sweep (clip 0.2/0.2): at ratio {r:.3f} your {name} is {a:.6g}, expected {b:.6g}. "
                 f"Inside (0.8, 1.2) both equal the ratio; outside they are exactly 0 (masking, not "
                 f"clamping). {got['sweep_retained']} of {len(want['sweep_ratios'])} ratios kept, expected "
-                f"{want['sweep_retained']}. See sweep.png.")
+                f"{want['sweep_retained']}. See sweep.svg.")
 
 
 def test_stale_bandit_matches_reference(sub, ref, experiment, ctx):
@@ -66,7 +66,7 @@ def test_stale_bandit_matches_reference(sub, ref, experiment, ctx):
     if got["bandit_zero_grad_steps"] != want["bandit_zero_grad_steps"]:
         raise Feedback(f"stale bandit: your run had {got['bandit_zero_grad_updates']} updates with exactly zero "
                        f"gradient (steps {got['bandit_zero_grad_steps']}), final P(best) = "
-                       f"{got['bandit_final_p_best']:.4f}. {story} See bandit.png.")
+                       f"{got['bandit_final_p_best']:.4f}. {story} See bandit.svg.")
     bad = _close_lists(got["bandit_p_best"], want["bandit_p_best"], 1e-7, "P(best)")
     if bad:
         i, a, b = bad
