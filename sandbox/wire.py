@@ -144,7 +144,7 @@ def _encode_tensor(t: torch.Tensor, blobs: list) -> dict:
     name = _DTYPE_NAMES.get(plain.dtype)
     if name is None:
         raise WireError(f"unsupported tensor dtype {plain.dtype}")
-    if plain.device.type != "cpu" or not plain.is_contiguous():
+    if not plain.is_cpu or not plain.is_contiguous():
         plain = plain.cpu().contiguous()
     node = {"T": len(blobs) // 2, "dtype": name, "shape": list(plain.shape),
             "rg": t.requires_grad,  # requires_grad
@@ -152,7 +152,12 @@ def _encode_tensor(t: torch.Tensor, blobs: list) -> dict:
     if sub:
         node["sub"] = sub
     n = plain.numel() * _ITEMSIZE[name]
-    raw = memoryview(plain.reshape(-1).view(torch.uint8).numpy()) if n else b""
+    if not n:
+        raw = b""
+    elif name == "bfloat16":  # numpy has no bfloat16: its bytes through a uint8 view
+        raw = memoryview(plain.reshape(-1).view(torch.uint8).numpy())
+    else:
+        raw = memoryview(plain.numpy()).cast("B")
     blobs.append(raw)
     blobs.append(_PAD[-n % ALIGN])  # padding: an empty bytes object when already aligned
     return node

@@ -31,6 +31,14 @@ def test_tensors_and_plain_values_round_trip():
     assert out[9]["k"].dtype == torch.bfloat16 and float(out[9]["k"]) == 2.0
 
 
+@pytest.mark.parametrize("dtype", list(wire.DTYPES.values()))
+def test_every_dtype_keeps_its_bytes_whatever_the_layout(dtype):
+    base = (torch.arange(24).reshape(4, 6) % 7 - 3).to(dtype)
+    for t in (base, base.t(), base[1:3, ::2], base[0, 0], base[:0]):  # contiguous or not, 0-d, empty
+        out = roundtrip([t])[0]
+        assert out.dtype == dtype and out.shape == t.shape and torch.equal(out, t)
+
+
 def test_unsupported_values_become_opaque_names_not_objects():
     import numpy as np
     out = roundtrip([np.zeros(3), object()])
