@@ -6,7 +6,6 @@ workers (``judge.workers``) claim them. Routes stay thin; plumbing is in ``judge
 
 from __future__ import annotations
 
-import asyncio
 import mimetypes
 import os
 import secrets
@@ -87,9 +86,9 @@ def create_app(cfg: Config) -> FastAPI:
     catalog = load_catalog(cfg)
     previews = {slug: preview_dir(cfg, ex) for slug, ex in catalog.items()}
     limiter = RateLimiter(cfg.rate_limit, cfg.burst)
-    changes = Changes(store, cfg.notify_interval)
     pool = WorkerPool(cfg, store, {s: ex.limits.total_seconds for s, ex in catalog.items()}) \
         if cfg.workers > 0 else None
+    changes = Changes(store, cfg.notify_interval, pool.changes_fd if pool is not None else None)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -98,11 +97,11 @@ def create_app(cfg: Config) -> FastAPI:
             log.warning("recovered %d interrupted submission(s): %s", len(recovered), recovered)
         if pool is not None:
             pool.start()
-        task = asyncio.create_task(changes.run())
+        changes.start()
         try:
             yield
         finally:
-            task.cancel()
+            changes.stop()
             if pool is not None:
                 await run_in_threadpool(pool.stop)
 
@@ -153,7 +152,7 @@ def create_app(cfg: Config) -> FastAPI:
             row = store.get(sid, None)
             if row["status"] in ("done", "error"):
                 return row
-            if not await changes.wait(deadline - time.monotonic()):
+            if not await changes.wait(sid, deadline - time.monotonic()):
                 return store.get(sid, None)
 
     # --- submissions ------------------------------------------------------------------------
@@ -223,7 +222,7 @@ def create_app(cfg: Config) -> FastAPI:
         verdict = Verdict.model_validate_json(row["verdict"]) if row["verdict"] else None
         deadline = time.monotonic() + ARTIFACT_WAIT
         while verdict is not None and verdict.artifacts_pending and time.monotonic() < deadline:
-            await changes.wait(deadline - time.monotonic())
+            await changes.wait(sid, deadline - time.monotonic())
             row = owned(request, sid)
             verdict = Verdict.model_validate_json(row["verdict"])
         art = next((a for a in (verdict.artifacts if verdict else []) if a.name == name), None)
@@ -252,7 +251,7 @@ def create_app(cfg: Config) -> FastAPI:
                 if row["status"] in ("done", "error"):
                     yield f"event: end\ndata: {_document(row).model_dump_json()}\n\n"
                     return
-                if not await changes.wait(min(15.0, deadline - time.monotonic())):
+                if not await changes.wait(sid, min(15.0, deadline - time.monotonic()), events=True):
                     yield ": keep-alive\n\n"
 
         return StreamingResponse(stream(), media_type="text/event-stream",

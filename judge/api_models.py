@@ -22,7 +22,8 @@ class ErrorBody(BaseModel):
 class SubmitRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     exercise: str = Field(description="the exercise slug, e.g. glm5_mis", max_length=64)
-    code: str = Field(description="the submission's Python source text (UTF-8)")
+    code: str = Field(description="the submission's Python source text (UTF-8, no NUL character)",
+                      json_schema_extra={"pattern": "^[^\\u0000]*$"})  # enforced by POST /submit itself
     mode: Literal["run", "submit"] = Field(
         "submit", description="run: the visible cases (fixed seed) and the experiment; submit: everything")
 

@@ -135,23 +135,75 @@ class RateLimiter:
 
 
 class Changes:
-    """Wakes waiters (``?wait=``, event streams) when the database changes.
+    """Wakes waiters (``?wait=``, event streams, artifact requests) when a submission changes.
 
-    One poll of the events table's largest id per interval, whatever the number of waiters, and
-    only while someone waits. A waiter reads its state and then waits without yielding in
-    between, so a change committed after its read always wakes it.
+    Pushed: after committing a change to a submission, a worker writes a line to a pipe (``fd``):
+    ``s<id>`` when its result or state changed (verdict, artifacts, error, retry), ``e<id>`` when
+    it only has new events (test results, "running"). The event loop reads it (``add_reader``)
+    and wakes that submission's waiters at once; only event streams (``events=True``) wake for
+    the latter. Polled as a fallback, for a lost notification or a change made by another
+    process: one look at the events table's largest id per ``interval``, whatever the number of
+    waiters, and only while someone waits. A waiter reads its state and then waits without
+    yielding in between, so a change committed after its read always wakes it.
     """
 
-    def __init__(self, store: Store, interval: float):
-        self.store, self.interval = store, interval
-        self.waiters = 0
-        self._event = asyncio.Event()
+    def __init__(self, store: Store, interval: float, fd: int | None = None):
+        self.store, self.interval, self.fd = store, interval, fd
+        self._waiting: dict[tuple[str, bool], list] = {}  # (id, events) → [asyncio.Event, waiters]
         self._last = -1
+        self._partial = b""
+        self._task: asyncio.Task | None = None
 
-    async def run(self) -> None:
+    def start(self) -> None:
+        """Begin listening (in the running event loop)."""
+        try:
+            self._last = self.store.last_change()
+        except sqlite3.Error:
+            pass
+        if self.fd is not None:
+            os.set_blocking(self.fd, False)
+            asyncio.get_running_loop().add_reader(self.fd, self._readable)
+        self._task = asyncio.create_task(self._poll())
+
+    def stop(self) -> None:
+        self.stop_reading()
+        if self._task is not None:
+            self._task.cancel()
+
+    def _readable(self) -> None:
+        data = self._partial
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:  # the pipe is gone: the poll still runs
+                chunk = b""
+            if not chunk:  # every writer closed it
+                self.stop_reading()
+                break
+            data += chunk
+        *lines, self._partial = data.split(b"\n")
+        for line in set(lines):
+            sid = line[1:].decode("ascii", "replace")
+            self._wake((sid, True))
+            if line[:1] != b"e":
+                self._wake((sid, False))
+
+    def stop_reading(self) -> None:
+        if self.fd is not None:
+            asyncio.get_running_loop().remove_reader(self.fd)
+            self.fd = None
+
+    def _wake(self, key: tuple[str, bool]) -> None:
+        entry = self._waiting.pop(key, None)
+        if entry is not None:
+            entry[0].set()
+
+    async def _poll(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
-            if not self.waiters:
+            if not self._waiting:
                 continue
             try:
                 v = self.store.last_change()
@@ -159,22 +211,28 @@ class Changes:
                 continue
             if v != self._last:
                 self._last = v
-                ev, self._event = self._event, asyncio.Event()
-                ev.set()
+                for key in list(self._waiting):
+                    self._wake(key)
 
-    async def wait(self, timeout: float) -> bool:
-        """True if something changed (or may have) before ``timeout`` seconds."""
+    async def wait(self, sid: str, timeout: float, *, events: bool = False) -> bool:
+        """True if ``sid``'s result or state changed (``events``: or it has new events), or may
+        have, before ``timeout`` seconds."""
         if timeout <= 0:
             return False
-        ev = self._event
-        self.waiters += 1
+        key = (sid, events)
+        entry = self._waiting.get(key)
+        if entry is None:
+            entry = self._waiting[key] = [asyncio.Event(), 0]
+        entry[1] += 1
         try:
-            await asyncio.wait_for(ev.wait(), timeout)
+            await asyncio.wait_for(entry[0].wait(), timeout)
             return True
         except asyncio.TimeoutError:
             return False
         finally:
-            self.waiters -= 1
+            entry[1] -= 1
+            if entry[1] == 0 and self._waiting.get(key) is entry:
+                del self._waiting[key]
 
 
 def read_regular_file(folder: Path, name: str, cap: int = FILE_CAP) -> bytes | None:

@@ -15,6 +15,7 @@
 | ``JUDGE_EXERCISES_DIR`` | ``<repo>/exercises`` | where exercises are discovered |
 | ``JUDGE_ALLOW_WEAK_SANDBOX`` | 0 | 1: grade even where Landlock or seccomp is missing |
 | ``JUDGE_POLL_INTERVAL`` | 0.25 | seconds between an idle worker's looks at the queue (new submissions wake it at once) |
+| ``JUDGE_NOTIFY_INTERVAL`` | 0.25 | seconds between the API's looks for changes while someone waits (workers' notifications wake it at once) |
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class Config:
     exercises_dir: Path = EXERCISES_DIR
     allow_weak_sandbox: bool = False  # grade even where Landlock or seccomp is missing
     poll_interval: float = 0.25  # an idle worker's look at the queue (new submissions wake it)
-    notify_interval: float = 0.005  # how often a waiter's changes are looked for
+    notify_interval: float = 0.25  # the API's look for changes a notification did not announce
 
     @property
     def database_path(self) -> Path:
@@ -100,7 +101,8 @@ class Config:
                                          ("RATE_LIMIT", "rate_limit", float, 0.001),
                                          ("RATE_BURST", "rate_burst", int, 1),
                                          ("WAIT_MAX", "wait_max", float, 0),
-                                         ("POLL_INTERVAL", "poll_interval", float, 0.001)]:
+                                         ("POLL_INTERVAL", "poll_interval", float, 0.001),
+                                         ("NOTIFY_INTERVAL", "notify_interval", float, 0.001)]:
             if (v := num(name, conv, minimum)) is not None:
                 kw[key] = v
         kw.update(overrides)

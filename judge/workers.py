@@ -5,7 +5,9 @@ so workers are processes, not threads. Each worker is started with the "spawn" m
 interpreter: nothing of the API process, and no API keys, is inherited), preloads every exercise's
 tests, reference, oracle and experiment and matplotlib, starts its ``Sandbox`` (fork+exec of a
 fresh zygote with a scrubbed environment), says it is ready, then claims submissions one at a time.
-Progress goes to the ``events`` table through ``grade(..., on_test=...)``.
+Progress goes to the ``events`` table through ``grade(..., on_test=...)``, a few results per
+write (``judge.progress``); after committing any change to a submission a worker writes its id to
+the pool's pipe, so the API wakes whoever waits for it without polling.
 
 ``WorkerPool`` lives in the API process: it starts the workers, restarts one that dies (its
 submission is retried once, then marked error), kills one whose grading overruns every limit,
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from judge.catalog import load_catalog, preview_dir
 from judge.config import Config
+from judge.progress import ProgressWriter, notify_change
 from judge.store import Job, Store
 
 log = logging.getLogger("judge.workers")
@@ -49,9 +52,11 @@ def _die_with_parent() -> None:
 
 
 class Worker:
-    def __init__(self, cfg: Config, name: str, index: int, count: int):
+    def __init__(self, cfg: Config, name: str, index: int, count: int, changes_fd: int | None = None):
         self.cfg, self.name, self.index, self.count = cfg, name, index, count
         self.store = Store(cfg.database_path, synchronous="NORMAL")
+        self.changes_fd = changes_fd  # the pool's pipe: a submission's id after each commit
+        self.progress = ProgressWriter(self.store, self.changed)
         self.sandbox = None
         self.exercises = {}
         self.broken: dict[str, str] = {}
@@ -127,6 +132,11 @@ class Worker:
                     shutil.rmtree(old, ignore_errors=True)
         log.info("built previews of %s", ex.slug)
 
+    def changed(self, sid: str, kind: str = "s") -> None:
+        """A change to ``sid`` is committed: wake the API's waiters for it (``kind``: ``s`` its
+        result or state changed, ``e`` it only has new events, see ``notify_change``)."""
+        notify_change(self.changes_fd, sid, kind)
+
     # the loop ------------------------------------------------------------------------------
     def serve(self, stop, wake, parent_pid: int, busy) -> None:
         from judge.sandbox import SPIN_SECONDS
@@ -135,6 +145,7 @@ class Worker:
         while not stop.is_set() and os.getppid() == parent_pid:
             job = self.store.claim(self.name)
             if job is not None:
+                self.changed(job.id, "e")  # "running": news for event streams only
                 with busy.get_lock():
                     busy.value += 1
                     gradings = busy.value
@@ -157,25 +168,37 @@ class Worker:
                 wake.acquire(timeout=self.cfg.poll_interval)
 
     def run(self, job: Job) -> None:
+        told = False
+        try:
+            told = self._run(job)
+        finally:
+            if not told:  # its new state: an error, a retry, or the artifacts after the verdict
+                self.changed(job.id)
+
+    def _run(self, job: Job) -> bool:
+        """Grade ``job`` and store the outcome; True if the API was already told of it."""
         from judge.grading import grade
 
         ex = self.exercises.get(job.exercise)
         if ex is None or job.exercise in self.broken:
             self.store.fail(job.id, self.broken.get(job.exercise, f"unknown exercise {job.exercise!r}"))
-            return
+            return False
         out_dir = artifacts_dir(self.cfg, job.id)
         if out_dir.exists():  # left by an interrupted attempt
             shutil.rmtree(out_dir)
         t0 = time.perf_counter()
 
         def on_test(tier: str, result) -> None:
-            self.store.progress(job.id, {"tier": tier, **result.model_dump()})
+            self.progress.add(job.id, {"tier": tier, **result.model_dump()})
 
         answered = []
 
         def on_verdict(early) -> None:  # the verdict is known; its plots are drawn next
             if early.verdict != "error" and self.sandbox.alive:
-                self.store.finish(job.id, early.model_dump_json(), early.verdict)
+                with self.progress.taken() as tests:  # every test's result, then the verdict
+                    self.store.finish(job.id, early.model_dump_json(), early.verdict, tests)
+                self.changed(job.id)
+                os.sched_yield()  # the API, just woken (often onto this core), answers before the plots
                 answered.append(early)
 
         try:
@@ -183,23 +206,29 @@ class Worker:
                             on_test=on_test, on_verdict=on_verdict)
         except Exception as e:  # noqa: BLE001 - grade() reports its own failures; this is a bug
             log.exception("grading %s failed", job.id)
+            self.progress.flush(notify=False)
             self.store.retry_or_fail(job.id, f"the judge failed while grading: {type(e).__name__}")
-            return
+            return False
         if not self.sandbox.alive:  # the zygote died under us: not the submission's doing
             log.error("the sandbox zygote of %s stopped; restarting it", self.name)
+            self.progress.flush(notify=False)
             self.sandbox.close()
             self.sandbox = self.new_sandbox()
             if verdict.verdict == "error":
                 self.store.retry_or_fail(job.id, "the sandbox stopped while grading")
-                return
+                return False
         for a in verdict.artifacts:  # the service's storage key: the URL it is served at
             a.path = f"/submissions/{job.id}/artifacts/{a.name}"
+        told = not answered
         if answered:
             self.store.add_artifacts(job.id, verdict.model_dump_json())
-        else:
-            self.store.finish(job.id, verdict.model_dump_json(), verdict.verdict)
+        else:  # no plots: this is the verdict
+            with self.progress.taken() as tests:
+                self.store.finish(job.id, verdict.model_dump_json(), verdict.verdict, tests)
+            self.changed(job.id)
         log.info("graded %s (%s, %s): %s in %.0f ms", job.id, job.exercise, job.mode, verdict.verdict,
                  (time.perf_counter() - t0) * 1000)
+        return told
 
     def close(self) -> None:
         if self.sandbox is not None:
@@ -214,8 +243,8 @@ EXIT_REFUSED = 78  # a worker's exit status when it refuses to run (EX_CONFIG): 
 
 
 def worker_main(cfg: Config, name: str, index: int, count: int, ready, stop, wake,
-                parent_pid: int, busy) -> None:
-    """The entry point of a worker process."""
+                parent_pid: int, busy, changes=None) -> None:
+    """The entry point of a worker process; ``changes`` is the write end of the pool's pipe."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the API; it stops us via ``stop``
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -223,7 +252,7 @@ def worker_main(cfg: Config, name: str, index: int, count: int, ready, stop, wak
                         format=f"%(levelname)s %(name)s[{name}]: %(message)s")
     if os.getppid() != parent_pid:
         return
-    worker = Worker(cfg, name, index, count)
+    worker = Worker(cfg, name, index, count, changes.fileno() if changes is not None else None)
     code = 0
     try:
         worker.prepare()
@@ -249,6 +278,9 @@ class WorkerPool:
         self.stop_event = self.ctx.Event()
         self.wake = self.ctx.Semaphore(0)  # one release per new submission
         self.busy = self.ctx.Value("i", 0)  # workers grading right now
+        # Workers write a submission's id here after each commit; the API reads it (Changes).
+        self._changes_r, self._changes_w = self.ctx.Pipe(duplex=False)
+        os.set_blocking(self._changes_w.fileno(), False)  # shared by every writer: never blocks
         self.slots: list[dict] = []
         self.fatal: str | None = None
         self._stopping = False
@@ -268,7 +300,7 @@ class WorkerPool:
         proc = self.ctx.Process(target=worker_main, name=f"judge-worker-{slot['index']}", daemon=True,
                                 args=(self.cfg.without_secrets(), slot["name"], slot["index"],
                                       self.cfg.workers, slot["ready"], self.stop_event, self.wake,
-                                      os.getpid(), self.busy))
+                                      os.getpid(), self.busy, self._changes_w))
         proc.start()
         slot["proc"], slot["started"] = proc, time.monotonic()
 
@@ -278,6 +310,11 @@ class WorkerPool:
             self.wake.release()
         except (ValueError, OSError):
             pass
+
+    @property
+    def changes_fd(self) -> int:
+        """The read end of the workers' change notifications, for ``Changes`` in the API."""
+        return self._changes_r.fileno()
 
     @property
     def ready_count(self) -> int:
@@ -310,7 +347,8 @@ class WorkerPool:
 
     def _recover(self, worker: str, message: str) -> None:
         try:
-            self.store.recover(worker, message=message)
+            for sid in self.store.recover(worker, message=message):
+                notify_change(self._changes_w.fileno(), sid)
         except Exception:  # noqa: BLE001 - the next start-up recovers it
             log.exception("could not recover the submissions of %s", worker)
 
@@ -358,3 +396,5 @@ class WorkerPool:
         for slot in self.slots:  # free the semaphores now, not at interpreter exit
             slot["ready"] = slot["proc"] = None
         self.stop_event = self.wake = None
+        self._changes_w.close()  # the API stopped listening (Changes.stop) before this
+        self._changes_r.close()
