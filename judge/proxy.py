@@ -11,6 +11,7 @@ built-in type; anything that means the process could not run (time, memory, exit
 from __future__ import annotations
 
 import builtins
+import time
 from typing import Any
 
 import torch
@@ -105,6 +106,7 @@ class _Encoded:
         self.proxy, self.fn = proxy, fn
         self.host_in = wire.tensors_in(list(args)) + wire.tensors_in(kwargs)
         self.flags = [bool(t.requires_grad and t.is_floating_point()) for t in self.host_in]
+        self.grad_mode = torch.is_grad_enabled()  # the test's, when it made the call
         self.header = {"fn": fn, "args": wire.encode(list(args), blobs),
                        "kwargs": wire.encode(dict(kwargs), blobs), "grad": self.flags}
 
@@ -126,7 +128,8 @@ class _Encoded:
         if handle and any(diff) and diff_inputs:
             state = _State(proxy, handle, fn, outs, diff, diff_inputs,
                            proxy._checked_grads(fn, h, msg, diff_inputs))
-            outs = list(_Bridge.apply(state, *diff_inputs))
+            with torch.set_grad_enabled(self.grad_mode):  # a batch may be read inside a backward()
+                outs = list(_Bridge.apply(state, *diff_inputs))
         else:  # a detached result, or a leaf the submission made itself
             outs = [o.requires_grad_(True) if d else o for o, d in zip(outs, diff)]
         return _rebuild(result, outs)
@@ -140,6 +143,8 @@ class _Batch:
         self.proxy = proxy
         self.blobs: list[bytes] = []
         self.calls: list[tuple[_Encoded, Pending]] = []
+        self.received = 0  # answers read so far, in order
+        self.last = 0.0
         self.sent = False
 
     def __getattr__(self, name: str):
@@ -173,6 +178,7 @@ class _Batch:
         self.proxy.round_trips += 1
         self.proxy._job.send({"op": "call_many", "calls": [c.header for c, _ in self.calls]},
                              self.blobs, during=self._during())
+        self.last = time.monotonic()  # each answer is due within a call's limit of the previous one
         self.sent = True
         self.blobs = []
         self.proxy._in_flight = self
@@ -181,32 +187,42 @@ class _Batch:
         names = sorted({c.fn for c, _ in self.calls})
         return f"a batch of {len(self.calls)} calls to {', '.join(names)}"
 
-    def collect(self) -> None:
+    def collect(self, upto: Pending | None = None) -> None:
+        """Read the answers in order until ``upto`` has its own (all of them when None).
+
+        The submission answers each call as soon as it is computed, so the test checks the first
+        results while the sandbox computes the next ones.
+        """
         if not self.sent:
             raise RuntimeError("read a batch's results after its `with batch(sub)` block")
-        if self.proxy._in_flight is not self:
-            return
-        self.proxy._in_flight = None
-        try:
-            msg = self.proxy._job.reply(during=self._during(), calls=len(self.calls))
-            h = msg.header
-            items = h.get("items")
-            if not h.get("ok") or type(items) is not list or len(items) != len(self.calls):
-                self.proxy._raise(self._during(), h.get("exc") or {})
-                raise Feedback(f"{self._during()} got a malformed reply")
-        except BaseException as e:  # e.g. the process is gone: every call shares its fate
-            for _, pending in self.calls:
-                pending._set(error=e)
-            raise
-        for i, ((call, pending), item) in enumerate(zip(self.calls, items)):
+        while self.proxy._in_flight is self and (upto is None or upto._batch is not None):
+            call, pending = self.calls[self.received]
+            h: dict = {}
             try:
-                pending._set(value=call.result(item if type(item) is dict else {}, msg))
-            except SubmissionFailure as e:  # the grading stops: no later call counts
-                for _, later in self.calls[i:]:
-                    later._set(error=e)
-                raise
+                msg = self.proxy._job.reply(during=self._during(), since=self.last)
+                self.last = time.monotonic()
+                self.received += 1
+                if self.received == len(self.calls):
+                    self.proxy._in_flight = None
+                h = msg.header
+                if h.get("batch_error"):
+                    self.proxy._raise(self._during(), h.get("exc") or {})
+                pending._set(value=call.result(h, msg))
             except Exception as e:  # noqa: BLE001 - raised again where the test reads it
                 pending._set(error=e)
+                if h.get("batch_error"):
+                    self._fail_rest(e)
+            except BaseException as e:  # the grading stops (time, memory, exit): no later call counts
+                pending._set(error=e)
+                self._fail_rest(e)
+                self.proxy._job.kill()  # answers may still be on their way: nothing reads them now
+                raise
+
+    def _fail_rest(self, e: BaseException) -> None:
+        self.proxy._in_flight = None
+        for _, pending in self.calls[self.received:]:
+            pending._set(error=e)
+        self.received = len(self.calls)
 
 
 class SubmissionProxy:

@@ -353,10 +353,11 @@ class Job:
             self._fail(during)
         self._sent_at = time.monotonic()
 
-    def reply(self, *, during: str, calls: int = 1) -> wire.Message:
-        """The answer to the request sent last, within ``calls`` per-call limits and the job's."""
-        reply, payload = self._receive(self.limits.call_seconds * max(calls, 1), during=during,
-                                       since=self._sent_at)
+    def reply(self, *, during: str, since: float | None = None) -> wire.Message:
+        """The next answer, due within a call's limit of ``since`` (by default, when the last
+        request went out) and within the job's limit."""
+        reply, payload = self._receive(self.limits.call_seconds, during=during,
+                                       since=self._sent_at if since is None else since)
         try:
             return wire.Message(reply, payload)
         except wire.WireError as e:

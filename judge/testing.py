@@ -205,7 +205,7 @@ class Pending:
     @property
     def value(self) -> Any:
         if self._batch is not None:
-            self._batch.collect()
+            self._batch.collect(self)
         if self._error is not None:
             raise self._error
         return self._value

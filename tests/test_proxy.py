@@ -184,9 +184,38 @@ def test_a_call_after_a_batch_reads_the_batch_first(sub):
 def test_a_batch_that_kills_the_process_stops_the_grading(sub):
     with batch(sub) as b:
         ok = b.double(torch.ones(1))
-        b.exits(torch.ones(1))
+        gone = b.exits(torch.ones(1))
+        after = b.double(torch.ones(1))
+    assert ok.value.tolist() == [2.0]  # answered before the exit, as in a sequence of calls
     with pytest.raises(SubmissionFailure):
-        ok.value  # the process exited during the batch: its replies never came
+        gone.value
+    with pytest.raises(SubmissionFailure):
+        after.value  # no call after the end counts
+
+
+def test_a_batched_loss_read_during_another_backward_keeps_its_graph(sub):
+    y = torch.ones(2, requires_grad=True)
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    with batch(sub) as b:
+        twice = b.double(y)
+        loss = b.scale_sum(x, torch.tensor([True, True]))
+    twice.value.sum().backward()  # reads the loss's answer while autograd runs, grad mode off
+    loss = loss.value
+    assert loss.requires_grad
+    loss.backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+    with torch.no_grad():  # as in-process: a call made under no_grad has no graph
+        assert not sub.scale_sum(x, torch.tensor([True, True])).requires_grad
+
+
+def test_a_batch_answers_each_call_as_it_is_computed(sub):
+    with batch(sub) as b:
+        first = b.double(torch.ones(1))
+        rest = [b.double(torch.full((1,), float(k))) for k in range(5)]
+    assert first.value.tolist() == [2.0]
+    assert sub._in_flight is not None  # the later answers are still to be read
+    assert [p.value.item() for p in rest] == [0.0, 2.0, 4.0, 6.0, 8.0]
+    assert sub._in_flight is None
 
 
 def test_batch_runs_calls_one_by_one_in_process():
