@@ -23,27 +23,10 @@ import importlib.util
 import json
 import math
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 
-try:  # under the judge, the diagnostic's independent calls go to the sandbox in a single round trip
-    from judge.testing import batch
-except ImportError:  # run standalone without the judge installed: each call runs when it is made
-
-    class batch:  # noqa: N801 - stands in for judge.testing.batch
-        def __init__(self, impl):
-            self._impl = impl
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return None
-
-        def __getattr__(self, name):
-            fn = getattr(self._impl, name)
-            return lambda *args, **kwargs: SimpleNamespace(value=fn(*args, **kwargs))
+from judge.testing import batch  # independent calls: one round trip to the sandbox
 
 CLIP_EPS = 0.2
 SWEEP = [round(0.55 + 0.1 * k, 10) for k in range(10)]  # 0.55 ... 1.45: avoids the band edges 0.8 and 1.2
