@@ -178,6 +178,16 @@ class Service:
         self.tmp.cleanup()
 
 
+def wait_for_previews(data_dir: str, exercises, timeout: float = 120.0) -> None:
+    """Idle workers build each exercise's preview plots once; measure after they are done."""
+    from judge.catalog import preview_digest
+
+    want = [Path(data_dir) / "previews" / slug / preview_digest(ex) for slug, ex in exercises.items()]
+    deadline = time.monotonic() + timeout
+    while not all(p.is_dir() for p in want) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def service_latency(svc: Service, exercises, n: int) -> dict[str, dict[str, float]]:
     out = {}
     for slug, ex in exercises.items():
@@ -271,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as shared:
         svc = Service(workers=2, data_dir=shared)
         try:
+            wait_for_previews(shared, exercises)
             print("service latency …", file=sys.stderr)
             service = service_latency(svc, exercises, args.submissions)
             print("throughput …", file=sys.stderr)
