@@ -136,16 +136,19 @@ class _Encoded:
 
 
 class _Batch:
-    """Calls queued inside ``with batch(sub) as b:``, sent as one frame when the block ends and
-    answered in one; the test may compute its expectations while the submission runs."""
+    """``with batch(sub) as b:``: each call goes to the sandbox as soon as it is made, without
+    waiting for the answer; answers come back in order and are read when the test asks for one.
+
+    The submission computes while the test prepares its next call and its expectations: one
+    wait for many calls instead of a round trip each.
+    """
 
     def __init__(self, proxy: "SubmissionProxy"):
         self.proxy = proxy
-        self.blobs: list[bytes] = []
-        self.calls: list[tuple[_Encoded, Pending]] = []
+        self.calls: list[tuple[_Encoded, Pending, float]] = []  # (call, its pending, sent at)
         self.received = 0  # answers read so far, in order
-        self.last = 0.0
-        self.sent = False
+        self.last = 0.0  # when the last answer was read
+        self.adding = False  # a call is being sent (answers read meanwhile are earlier calls')
 
     def __getattr__(self, name: str):
         if name not in self.__dict__.get("proxy")._functions:
@@ -153,76 +156,61 @@ class _Batch:
         return lambda *args, **kwargs: self._add(name, args, kwargs)
 
     def _add(self, fn: str, args: tuple, kwargs: dict) -> Pending:
-        if self.sent:
-            raise RuntimeError("this batch was already sent: start a new `with batch(sub)` block")
-        mark = len(self.blobs)
-        call = _Encoded(self.proxy, fn, args, kwargs, self.blobs)
-        # The arguments as they are now (the test may change its tensors before the block ends).
-        self.blobs[mark:] = [bytes(b) for b in self.blobs[mark:]]
+        proxy = self.proxy
+        if proxy._in_flight is not self:  # another batch's answers come first
+            proxy.settle()
+            proxy._in_flight = self
+            proxy.round_trips += 1
+        blobs: list[bytes] = []
+        call = _Encoded(proxy, fn, args, kwargs, blobs)
         pending = Pending(self)
-        self.calls.append((call, pending))
+        # Sent now, so the call sees its arguments as they are now. While the sandbox's input
+        # is full (it is busy answering), read its answers so neither side waits on the other.
+        self.adding = True
+        try:
+            proxy._job.send({"op": "call", **call.header}, blobs, during=f"a call to {fn}",
+                            drain=self._read_one)
+        finally:
+            self.adding = False
+        self.calls.append((call, pending, time.monotonic()))
         return pending
 
     def __enter__(self) -> "_Batch":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.send()
+        return None
 
-    def send(self) -> None:
-        if self.sent or not self.calls:
-            self.sent = True
-            return
-        self.proxy.settle()
-        self.proxy.round_trips += 1
-        self.proxy._job.send({"op": "call_many", "calls": [c.header for c, _ in self.calls]},
-                             self.blobs, during=self._during())
-        self.last = time.monotonic()  # each answer is due within a call's limit of the previous one
-        self.sent = True
-        self.blobs = []
-        self.proxy._in_flight = self
-
-    def _during(self) -> str:
-        names = sorted({c.fn for c, _ in self.calls})
-        return f"a batch of {len(self.calls)} calls to {', '.join(names)}"
+    def _read_one(self) -> bool:
+        """Read the next answer if one is owed for a call already sent; False if none is."""
+        if self.received >= len(self.calls):
+            return False
+        self.collect(self.calls[self.received][1])
+        return True
 
     def collect(self, upto: Pending | None = None) -> None:
-        """Read the answers in order until ``upto`` has its own (all of them when None).
-
-        The submission answers each call as soon as it is computed, so the test checks the first
-        results while the sandbox computes the next ones.
-        """
-        if not self.sent:
-            raise RuntimeError("read a batch's results after its `with batch(sub)` block")
-        while self.proxy._in_flight is self and (upto is None or upto._batch is not None):
-            call, pending = self.calls[self.received]
-            h: dict = {}
+        """Read the answers in order until ``upto`` has its own (all of them when None)."""
+        while self.proxy._in_flight is self and self.received < len(self.calls) \
+                and (upto is None or upto._batch is not None):
+            call, pending, sent_at = self.calls[self.received]
             try:
-                msg = self.proxy._job.reply(during=self._during(), since=self.last)
+                msg = self.proxy._job.reply(during=f"a call to {call.fn}",
+                                            since=max(sent_at, self.last))
                 self.last = time.monotonic()
                 self.received += 1
-                if self.received == len(self.calls):
-                    self.proxy._in_flight = None
-                h = msg.header
-                if h.get("batch_error"):
-                    self.proxy._raise(self._during(), h.get("exc") or {})
-                pending._set(value=call.result(h, msg))
+                pending._set(value=call.result(msg.header, msg))
             except Exception as e:  # noqa: BLE001 - raised again where the test reads it
                 pending._set(error=e)
-                if h.get("batch_error"):
-                    self._fail_rest(e)
             except BaseException as e:  # the grading stops (time, memory, exit): no later call counts
                 pending._set(error=e)
-                self._fail_rest(e)
+                self.received = len(self.calls)
+                for _, later, _ in self.calls:
+                    if later._batch is not None:
+                        later._set(error=e)
                 self.proxy._job.kill()  # answers may still be on their way: nothing reads them now
                 raise
-
-    def _fail_rest(self, e: BaseException) -> None:
-        self.proxy._in_flight = None
-        for _, pending in self.calls[self.received:]:
-            pending._set(error=e)
-        self.received = len(self.calls)
+        if self.received >= len(self.calls) and self.proxy._in_flight is self and not self.adding:
+            self.proxy._in_flight = None
 
 
 class SubmissionProxy:

@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 from judge.errors import SandboxError, SubmissionFailure
@@ -343,15 +344,36 @@ class Job:
         self.send(header, blobs, during=during)
         return self.reply(during=during)
 
-    def send(self, header: dict, blobs: list[bytes] = (), *, during: str) -> None:
-        """Send a request without waiting; ``reply`` collects its answer (one at a time)."""
+    def send(self, header: dict, blobs: list[bytes] = (), *, during: str,
+             drain: Callable[[], bool] | None = None) -> None:
+        """Send a request without waiting for its answer (``reply`` reads answers in order).
+
+        ``drain``, for requests sent while earlier answers are unread: called when the child's
+        input is full, it reads one owed answer (False: none is owed, so wait for room).
+        """
         if self.closed:
             raise SubmissionFailure("runtime_error", "the submission's process has already ended")
         try:
-            wire.send(self.sock, header, blobs)
+            if drain is None:
+                wire.send(self.sock, header, blobs)
+            else:
+                self._send_draining(wire.frame(header, blobs), drain, during)
         except OSError:
             self._fail(during)
         self._sent_at = time.monotonic()
+
+    def _send_draining(self, data: bytes, drain: Callable[[], bool], during: str) -> None:
+        view = memoryview(data)
+        while view:
+            self.sock.setblocking(False)  # reading an answer sets a timeout: undo it each time
+            try:
+                view = view[self.sock.send(view):]
+            except BlockingIOError:
+                if not drain() and not select.select([], [self.sock], [],
+                                                     max(self.deadline - time.monotonic(), 0))[1]:
+                    self.kill()
+                    raise SubmissionFailure("time_limit", f"{during} ran past the exercise's total "
+                                            f"limit ({self.limits.total_seconds:g} s)") from None
 
     def reply(self, *, during: str, since: float | None = None) -> wire.Message:
         """The next answer, due within a call's limit of ``since`` (by default, when the last

@@ -216,7 +216,7 @@ class Pending:
 
 
 def batch(sub: Any) -> Any:
-    """Make several independent calls in one round trip to the sandbox.
+    """Make many calls without a round trip each: the submission computes while the test works.
 
     ::
 
@@ -226,11 +226,12 @@ def batch(sub: Any) -> Any:
             expected = oracle.masked_is_weights(x, y, m)  # computed while the submission runs
             assert_close(out.value, expected, what="...")
 
-    Inside the block each call returns a ``Pending`` at once; after the block, ``.value`` is
-    what the call returned (gradients, mutation of inputs and return checks as for a direct
-    call), or raises what it raised. Each call gets its own copy of its arguments, taken when it
-    is queued: a call cannot see another's in-place changes. Under plain pytest (``sub`` is a
-    module) the calls simply run one by one.
+    Each call returns a ``Pending`` at once and goes to the sandbox straight away; answers come
+    back in order. ``.value`` waits for the call's answer and is what the call returned
+    (gradients, mutation of inputs and return checks as for a direct call), or raises what it
+    raised. A call sees its arguments as they were when it was made, and not another call's
+    in-place changes to them unless it reads that call's value first. Under plain pytest (``sub``
+    is a module) the calls simply run one by one.
     """
     make = getattr(sub, "__judge_batch__", None)
     return make() if make is not None else _LocalBatch(sub)

@@ -76,17 +76,6 @@ class Session:
         _flush()
         wire.send(self.sock, item, blobs)
 
-    def call_many(self, h: dict, msg: wire.Message) -> None:
-        """A batch of independent calls in one request: each is answered as soon as it is
-        computed, in order, so the judge checks one while the next is computed."""
-        calls = h.get("calls")
-        if type(calls) is not list or not all(type(c) is dict for c in calls):
-            self.reply({"ok": False, "batch_error": True,
-                        "exc": {"type": "RuntimeError", "message": "bad batch"}})
-            return
-        for c in calls:
-            self.call(c, msg)
-
     def run_call(self, h: dict, msg: wire.Message, blobs: list) -> dict:
         """Run one call; its reply (tensors appended to ``blobs``) says ok, or the exception."""
         mark = len(blobs)
@@ -164,12 +153,12 @@ class Session:
                 for h in header.get("handles", []):
                     self.graphs.pop(h, None)
                 self.reply({"ok": True})
-            elif op in ("call", "call_many", "backward"):
+            elif op in ("call", "backward"):
                 if self.module is None:
                     self.reply({"ok": False, "exc": {"type": "RuntimeError", "message": "not loaded"}})
                     continue
                 msg = wire.Message(header, payload)
-                {"call": self.call, "call_many": self.call_many, "backward": self.backward}[op](header, msg)
+                (self.call if op == "call" else self.backward)(header, msg)
             else:
                 self.reply({"ok": False, "exc": {"type": "RuntimeError", "message": f"bad op {op!r}"}})
 

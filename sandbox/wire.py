@@ -40,10 +40,14 @@ class WireError(Exception):
 
 # --- framing -------------------------------------------------------------------------------
 
-def send(sock: socket.socket, header: dict, blobs: list[bytes] = ()) -> None:
+def frame(header: dict, blobs: list[bytes] = ()) -> bytes:
     head = json.dumps(header, separators=(",", ":")).encode()
     size = sum(len(b) for b in blobs)
-    sock.sendall(b"".join([_FRAME.pack(len(head), size), head, *blobs]))  # one syscall, one wake-up
+    return b"".join([_FRAME.pack(len(head), size), head, *blobs])
+
+
+def send(sock: socket.socket, header: dict, blobs: list[bytes] = ()) -> None:
+    sock.sendall(frame(header, blobs))  # one syscall, one wake-up
 
 
 def spin_until_readable(sock: socket.socket, seconds: float) -> bool:
