@@ -13,6 +13,7 @@ import itertools
 import json
 import logging
 import os
+import queue
 import select
 import shutil
 import signal
@@ -98,7 +99,12 @@ class Sandbox:
         self.scratch_root = Path(tempfile.mkdtemp(prefix="judge-scratch-", dir=base))
         os.chmod(self.scratch_root, 0o711)
         self._ready = threading.Event()
-        self._finishers: list[threading.Thread] = []
+        # Closed jobs are reaped and wiped by one long-lived thread: starting a thread per job
+        # costs milliseconds on a busy machine, on the verdict's path.
+        self._finish_q: queue.Queue = queue.Queue()
+        threading.Thread(target=self._finish_loop, name="job-finisher", daemon=True).start()
+        self._background: queue.Queue = queue.Queue()  # spare children to fork
+        threading.Thread(target=self._background_loop, name="spare-forker", daemon=True).start()
         self._start(start_timeout)
         if self.weaknesses:
             if require_isolation:
@@ -167,10 +173,12 @@ class Sandbox:
     def close(self) -> None:
         self.spares = False
         for spare in list(self._spare.values()):
-            spare.thread.join(5.0)
+            spare.ready.wait(5.0)
+        self._background.put(None)
         for job in list(self._jobs.values()):
             job.kill()
         self.drain()
+        self._finish_q.put(None)
         try:
             self.ctrl.close()
         except OSError:
@@ -244,32 +252,55 @@ class Sandbox:
         self._jobs.pop(job.id, None)
 
     def _finish_later(self, job: "Job") -> None:
-        t = threading.Thread(target=job._finish, name=f"finish-{job.id}", daemon=True)
-        self._finishers = [f for f in self._finishers if f.is_alive()] + [t]
-        t.start()
+        self._finish_q.put(job)
+
+    def _finish_loop(self) -> None:
+        while True:
+            job = self._finish_q.get()
+            try:
+                if job is None:
+                    return
+                job._finish()
+            except Exception:  # noqa: BLE001 - one job's clean-up must not stop the others'
+                log.exception("could not clean up job %s", getattr(job, "id", "?"))
+            finally:
+                self._finish_q.task_done()
+
+    def _background_loop(self) -> None:
+        while True:
+            task = self._background.get()
+            if task is None:
+                return
+            try:
+                task()
+            except Exception:  # noqa: BLE001 - the next spare is tried anyway
+                log.exception("could not prepare a spare sandbox")
 
     def drain(self, timeout: float = 10.0) -> None:
         """Wait until every closed job has been reaped and wiped."""
-        for t in list(self._finishers):
-            t.join(timeout)
+        deadline = time.monotonic() + timeout
+        while self._finish_q.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.005)
 
 
 class _Spare:
-    """A child being forked and locked down ahead of need, in a background thread."""
+    """A child being forked and locked down ahead of need, by the sandbox's background thread."""
 
     def __init__(self, box: Sandbox, limits: Limits):
         self.job: Job | None = None
-        self.thread = threading.Thread(target=self._open, args=(box, limits), daemon=True)
-        self.thread.start()
+        self.ready = threading.Event()
+        box._background.put(lambda: self._open(box, limits))
 
     def _open(self, box: Sandbox, limits: Limits) -> None:
         try:
             self.job = box._open(limits)
         except (SandboxError, SubmissionFailure) as e:
             log.warning("could not fork a spare sandbox: %s", e)
+        finally:
+            self.ready.set()
 
     def take(self) -> "Job | None":
-        self.thread.join(30.0)
+        self.ready.wait(30.0)
         job = self.job
         if job is None or job._exited.is_set():
             return None
@@ -288,6 +319,7 @@ class Job:
         self.started_at = time.monotonic()
         self.deadline = self.started_at + limits.total_seconds
         self._sent_at = self.started_at  # when the last request went out
+        self._ru: list = [0.0, 0]  # (cpu ms, peak RSS kB) the child reported with its last answer
         self._exited = threading.Event()
         self._exit: _Exit | None = None
         self._output = bytearray()
@@ -380,6 +412,9 @@ class Job:
         request went out) and within the job's limit."""
         reply, payload = self._receive(self.limits.call_seconds, during=during,
                                        since=self._sent_at if since is None else since)
+        ru = reply.get("ru")
+        if type(ru) is list and len(ru) == 2:  # its own (informational) resource use so far
+            self._ru = ru
         try:
             return wire.Message(reply, payload)
         except wire.WireError as e:
@@ -445,19 +480,16 @@ class Job:
         if self.closed:
             return self._resources
         self.closed = True
-        reported: dict = {}
         if not self._exited.is_set():
-            try:
+            try:  # not waited for: its last answer said what it used, and printed
+                self.sock.setblocking(True)
                 wire.send(self.sock, {"op": "exit"})
-                if select.select([self.sock], [], [], 1.0)[0]:
-                    self.sock.settimeout(1.0)
-                    reported, _ = wire.recv(self.sock)
-            except (OSError, EOFError, wire.WireError):
+            except OSError:
                 pass
-        self._drain()  # it flushed before replying: everything it printed is in the pipe
+        self._drain()  # it flushed before its last answer: everything it printed is in the pipe
         ex = self._exit
-        if ex is None:  # not reaped yet: its own (informational) report
-            ex = _Exit(0, 0, _num(reported.get("cpu_ms")), int(_num(reported.get("maxrss_kb"))))
+        if ex is None:  # not reaped yet: its own (informational) report with its last answer
+            ex = _Exit(0, 0, _num(self._ru[0]), int(_num(self._ru[1])))
         self._resources = Resources(cpu_ms=ex.cpu_ms, maxrss_kb=ex.maxrss_kb,
                                     wall_ms=round((time.monotonic() - self.started_at) * 1000, 1))
         self.box._finish_later(self)
