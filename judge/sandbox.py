@@ -200,7 +200,7 @@ class Sandbox:
     # --- jobs ------------------------------------------------------------------------------
     def open_job(self, limits: Limits) -> "Job":
         """A locked-down child ready to load a submission. With ``spares``, one was forked and
-        locked down in advance (while the previous submission was graded) and is handed out now."""
+        locked down in advance (when the previous job closed) and is handed out now."""
         if not self.alive:
             raise SandboxError("the sandbox zygote has stopped")
         if not self.spares:
@@ -209,9 +209,11 @@ class Sandbox:
         with self._lock:
             spare = self._spare.pop(key, None)
         job = spare.take() if spare is not None else None
-        self._spare[key] = _Spare(self, limits)
         if job is None:
-            return self._open(limits)
+            job = self._open(limits)
+        # The next spare is forked when this job closes: forking and locking it down now would
+        # take a core from this grading.
+        job.spare_key = key
         job.limits = limits
         job.started_at = time.monotonic()
         job.deadline = job.started_at + limits.total_seconds
@@ -253,6 +255,11 @@ class Sandbox:
 
     def _finish_later(self, job: "Job") -> None:
         self._finish_q.put(job)
+        key = job.spare_key
+        if key is not None and self.spares and self.alive:
+            with self._lock:
+                if key not in self._spare:
+                    self._spare[key] = _Spare(self, job.limits)
 
     def _finish_loop(self) -> None:
         while True:
@@ -320,6 +327,7 @@ class Job:
         self.deadline = self.started_at + limits.total_seconds
         self._sent_at = self.started_at  # when the last request went out
         self._ru: list = [0.0, 0]  # (cpu ms, peak RSS kB) the child reported with its last answer
+        self.spare_key: tuple | None = None  # with spares: the next one is forked when this closes
         self._exited = threading.Event()
         self._exit: _Exit | None = None
         self._output = bytearray()
