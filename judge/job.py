@@ -1,0 +1,265 @@
+"""One sandboxed child holding one submission, as the judge talks to it.
+
+A ``Job`` sends requests over its own socket and reads the answers in order, within the
+per-call and per-job deadlines; it drains the child's stdout/stderr into a capped buffer that is
+never parsed, and learns of the child's end from the zygote's exit report, not from EOF.
+``judge.sandbox.Sandbox`` forks jobs and cleans them up.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import select
+import shutil
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from judge.errors import SubmissionFailure
+from judge.exercise import Limits
+from sandbox import wire
+
+if TYPE_CHECKING:
+    from judge.sandbox import Sandbox
+
+OUTPUT_CAP = 64 << 10  # bytes of a submission's stdout/stderr kept
+MNT_DETACH = 2
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _wipe(path: Path) -> None:
+    """Unmount the scratch tmpfs (as root) or remove the scratch dir without following links."""
+    if os.path.ismount(path):
+        _libc.umount2(str(path).encode(), MNT_DETACH)
+        try:
+            path.rmdir()
+        except OSError:
+            pass
+    else:  # rmtree is fd-based with O_NOFOLLOW on Linux: a planted link is removed, not followed
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@dataclass
+class Resources:
+    cpu_ms: float = 0.0  # CPU time of the sandboxed process
+    maxrss_kb: int = 0  # its peak resident memory (shared pages of the zygote included)
+    wall_ms: float = 0.0  # wall time from fork to exit
+
+
+@dataclass
+class _Exit:
+    status: int
+    signal: int
+    cpu_ms: float
+    maxrss_kb: int
+    oom: bool = False  # killed by its cgroup's OOM killer
+
+
+class Job:
+    """One sandboxed child holding one submission."""
+
+    def __init__(self, box: Sandbox, job_id: str, sock: socket.socket, out_r: int, scratch: Path,
+                 limits: Limits):
+        self.box, self.id, self.sock, self.scratch, self.limits = box, job_id, sock, scratch, limits
+        self.layers: list[str] = []
+        self.missing_layers: list[str] = []
+        self.pid = 0
+        self.started_at = time.monotonic()
+        self.deadline = self.started_at + limits.total_seconds
+        self._sent_at = self.started_at  # when the last request went out
+        self._ru: list = [0.0, 0]  # (cpu ms, peak RSS kB) the child reported with its last answer
+        self.spare_key: tuple | None = None  # with spares: the next one is forked when this closes
+        self._exited = threading.Event()
+        self._exit: _Exit | None = None
+        self._output = bytearray()
+        self._output_dropped = 0
+        os.set_blocking(out_r, False)
+        self._out_fd = out_r  # drained while we wait for replies; no thread
+        self.closed = False
+
+    # --- events from the zygote ------------------------------------------------------------
+    def _event(self, msg: dict) -> None:
+        ev = msg.get("event")
+        if ev == "started":
+            self.pid = int(msg.get("pid", 0))
+        elif ev in ("exited", "failed"):
+            self._exit = _Exit(int(msg.get("status", -1)), int(msg.get("signal", 0)),
+                               float(msg.get("cpu_ms", 0)), int(msg.get("maxrss_kb", 0)),
+                               bool(msg.get("oom", False)))
+            self._exited.set()
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)  # wakes a request waiting on this socket
+            except OSError:
+                pass
+
+    def _drain(self) -> None:
+        """Read what the child has written so far, keeping at most OUTPUT_CAP bytes."""
+        while self._out_fd >= 0:
+            try:
+                chunk = os.read(self._out_fd, 65536)
+            except BlockingIOError:
+                return
+            if not chunk:  # the child (and anything it left) is gone
+                os.close(self._out_fd)
+                self._out_fd = -1
+                return
+            room = max(OUTPUT_CAP - len(self._output), 0)
+            self._output += chunk[:room]
+            self._output_dropped += len(chunk) - len(chunk[:room])
+
+    @property
+    def output(self) -> str:
+        text = self._output.decode("utf-8", "replace")
+        if self._output_dropped:
+            text += f"\n[… {self._output_dropped} more bytes of output dropped]"
+        return text
+
+    # --- requests --------------------------------------------------------------------------
+    def _wait_hello(self) -> None:
+        header, _ = self._receive(min(30.0, self.limits.total_seconds), during="start-up")
+        self.layers = list(header.get("layers", []))
+        self.missing_layers = list(header.get("missing", []))
+
+    def request(self, header: dict, blobs: list[bytes] = (), *, during: str) -> wire.Message:
+        """Send one request and wait for its reply within the call and job deadlines."""
+        self.send(header, blobs, during=during)
+        return self.reply(during=during)
+
+    def send(self, header: dict, blobs: list[bytes] = (), *, during: str,
+             drain: Callable[[], bool] | None = None) -> None:
+        """Send a request without waiting for its answer (``reply`` reads answers in order).
+
+        ``drain``, for requests sent while earlier answers are unread: called when the child's
+        input is full, it reads one owed answer (False: none is owed, so wait for room).
+        """
+        if self.closed:
+            raise SubmissionFailure("runtime_error", "the submission's process has already ended")
+        try:
+            if drain is None:
+                wire.send(self.sock, header, blobs)
+            else:
+                self._send_draining(wire.frame(header, blobs), drain, during)
+        except OSError:
+            self._fail(during)
+        self._sent_at = time.monotonic()
+
+    def _send_draining(self, data: bytes, drain: Callable[[], bool], during: str) -> None:
+        view = memoryview(data)
+        while view:
+            self.sock.setblocking(False)  # reading an answer sets a timeout: undo it each time
+            try:
+                view = view[self.sock.send(view):]
+            except BlockingIOError:
+                if not drain() and not select.select([], [self.sock], [],
+                                                     max(self.deadline - time.monotonic(), 0))[1]:
+                    self.kill()
+                    raise SubmissionFailure("time_limit", f"{during} ran past the exercise's total "
+                                            f"limit ({self.limits.total_seconds:g} s)") from None
+
+    def reply(self, *, during: str, since: float | None = None) -> wire.Message:
+        """The next answer, due within a call's limit of ``since`` (by default, when the last
+        request went out) and within the job's limit."""
+        reply, payload = self._receive(self.limits.call_seconds, during=during,
+                                       since=self._sent_at if since is None else since)
+        ru = reply.get("ru")
+        if type(ru) is list and len(ru) == 2:  # its own (informational) resource use so far
+            self._ru = ru
+        try:
+            return wire.Message(reply, payload)
+        except wire.WireError as e:
+            self.kill()
+            raise SubmissionFailure("runtime_error", f"the submission's process sent a malformed "
+                                    f"reply during {during}: {e}") from None
+
+    def _receive(self, call_seconds: float, *, during: str,
+                 since: float | None = None) -> tuple[dict, bytearray]:
+        deadline = min((since or time.monotonic()) + call_seconds, self.deadline)
+        wire.spin_until_readable(self.sock, self.box.spin_seconds)  # most replies come within µs
+        while True:  # wait for the reply, draining the child's output meanwhile
+            remaining = deadline - time.monotonic()
+            waiting = [self.sock] + ([self._out_fd] if self._out_fd >= 0 else [])
+            ready = select.select(waiting, [], [], remaining)[0] if remaining > 0 else []
+            if self._out_fd in ready:
+                self._drain()
+            if self.sock in ready or not ready:
+                break
+        if not ready:
+            self.kill()
+            which = "its call limit" if deadline < self.deadline else "the exercise's total limit"
+            raise SubmissionFailure("time_limit", f"{during} ran past {which} "
+                                    f"({call_seconds:g} s per call, {self.limits.total_seconds:g} s in all)")
+        # The reply is complete once its first byte is here, unless the child dies mid-frame.
+        self.sock.settimeout(max(deadline - time.monotonic(), 0.1))
+        try:
+            return wire.recv(self.sock)
+        except (EOFError, OSError, wire.WireError):
+            self._fail(during)
+
+    def _fail(self, during: str):
+        """The child is gone (or talking nonsense): say why, in the submission's terms."""
+        self.kill()
+        self._exited.wait(3.0)
+        ex = self._exit
+        if ex is None:
+            raise SubmissionFailure("runtime_error", f"the submission's process stopped answering during {during}")
+        if ex.signal == signal.SIGKILL and ex.cpu_ms >= self.limits.cpu_seconds * 1000 * 0.95 \
+                or ex.signal == signal.SIGXCPU:
+            raise SubmissionFailure("time_limit", f"CPU time limit ({self.limits.cpu_seconds} s) "
+                                    f"exceeded during {during}")
+        if ex.signal == signal.SIGKILL:
+            if ex.oom:
+                raise SubmissionFailure("memory_limit", f"memory limit ({self.limits.memory_mb} MB) "
+                                        f"exceeded during {during}")
+            raise SubmissionFailure("runtime_error", f"the submission's process was killed during {during}")
+        if ex.signal:
+            raise SubmissionFailure("runtime_error", f"the submission's process died of signal "
+                                    f"{signal.Signals(ex.signal).name} during {during}")
+        raise SubmissionFailure("runtime_error", f"the submission's process exited (status "
+                                f"{ex.status}) during {during}; calling exit() is not allowed")
+
+    # --- the end ---------------------------------------------------------------------------
+    def kill(self) -> None:
+        if not self._exited.is_set():
+            self.box._kill(self.id)
+
+    def close(self) -> Resources:
+        """End the child and report its resource use; the rest of the clean-up (waiting for the
+        zygote's exit report, killing a child that lingers, wiping its scratch) runs in the
+        background so the verdict does not wait for it."""
+        if self.closed:
+            return self._resources
+        self.closed = True
+        if not self._exited.is_set():
+            try:  # not waited for: its last answer said what it used, and printed
+                self.sock.setblocking(True)
+                wire.send(self.sock, {"op": "exit"})
+            except OSError:
+                pass
+        self._drain()  # it flushed before its last answer: everything it printed is in the pipe
+        ex = self._exit
+        if ex is None:  # not reaped yet: its own (informational) report with its last answer
+            ex = _Exit(0, 0, _num(self._ru[0]), int(_num(self._ru[1])))
+        self._resources = Resources(cpu_ms=ex.cpu_ms, maxrss_kb=ex.maxrss_kb,
+                                    wall_ms=round((time.monotonic() - self.started_at) * 1000, 1))
+        self.box._finish_later(self)
+        return self._resources
+
+    def _finish(self) -> None:
+        if not self._exited.wait(2.0):
+            self.kill()
+            self._exited.wait(5.0)
+        if self._out_fd >= 0:
+            os.close(self._out_fd)
+            self._out_fd = -1
+        self.sock.close()
+        self.box._forget(self)
+        _wipe(self.scratch)
+
+
+def _num(x) -> float:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else 0.0
