@@ -8,8 +8,8 @@ Prints a table and writes ``bench-results.json``:
 - ``fresh_interpreter_ms``: a fresh interpreter per submission that imports torch and grades
   (what a subprocess- or container-per-submission judge pays)
 - ``throughput``: submissions per second with 1 and 2 workers
-- ``extra_mb_per_submission``: the service's extra memory (sum of PSS) per running submission,
-  and ``rest_mb``, its memory at rest
+- ``extra_mb_per_submission``: the service's extra memory (sum of PSS) per running submission
+  (its child, forked ahead as a spare, included), and ``rest_mb``, its memory at rest
 - ``judge_local``: the start-up / grading split of ``judge local``
 - ``calls`` / ``round_trips`` per exercise: the calls a grading makes into the sandbox, and the
   requests they take (``judge.testing.batch`` sends many calls as one)
@@ -146,11 +146,7 @@ class Service:
         children: dict[int, list[int]] = {}
         for d in Path("/proc").iterdir():
             if d.name.isdigit():
-                try:
-                    ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                except (OSError, IndexError, ValueError):
-                    continue
-                children.setdefault(ppid, []).append(int(d.name))
+                children.setdefault(_ppid(int(d.name)), []).append(int(d.name))
         out, todo = [], [self.proc.pid]
         while todo:
             p = todo.pop()
@@ -158,16 +154,28 @@ class Service:
             todo += children.get(p, [])
         return out
 
-    def pss_mb(self) -> float:
+    def pss_mb(self, pids: list[int] | None = None, fields: tuple[str, ...] = ("Pss:",)) -> float:
+        """Memory of ``pids`` (the whole service by default): PSS, or other smaps fields."""
         total = 0
-        for pid in self.pids():
+        for pid in self.pids() if pids is None else pids:
             try:
                 for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                    if line.startswith("Pss:"):
+                    if line.startswith(fields):
                         total += int(line.split()[1])
             except OSError:
                 pass
         return total / 1024
+
+    def spare_pids(self) -> list[int]:
+        """The children the zygotes forked ahead (at rest, every one is a spare)."""
+        zygotes = []
+        for pid in self.pids():
+            try:
+                if b"sandbox.zygote" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    zygotes.append(pid)
+            except OSError:
+                pass
+        return [p for p in self.pids() if _ppid(p) in zygotes]
 
     def close(self) -> None:
         try:
@@ -186,6 +194,13 @@ def wait_for_previews(data_dir: str, exercises, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not all(p.is_dir() for p in want) and time.monotonic() < deadline:
         time.sleep(0.1)
+
+
+def _ppid(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
 
 
 def service_latency(svc: Service, exercises, n: int) -> dict[str, dict[str, float]]:
@@ -240,6 +255,11 @@ def memory(svc: Service, slug: str, code: str, concurrent: int = 2) -> tuple[flo
         svc.submit(slug, code)
     time.sleep(1.0)
     rest = svc.pss_mb()
+    spares = svc.spare_pids()
+    # A running submission's child was forked ahead as a spare, so the memory at rest holds it
+    # already: count its own pages (the rest it shares with its zygote), plus what grading adds.
+    spare_mb = (svc.pss_mb(spares, ("Private_Clean:", "Private_Dirty:")) / len(spares)
+                if spares else 0.0)
     slow = code + SLOW.format(secs=3)  # holds its sandbox open while we measure
     threads = [threading.Thread(target=svc.submit, args=(slug, slow)) for _ in range(concurrent)]
     for th in threads:
@@ -248,7 +268,7 @@ def memory(svc: Service, slug: str, code: str, concurrent: int = 2) -> tuple[flo
     busy = max(svc.pss_mb() for _ in range(3))
     for th in threads:
         th.join()
-    return round(rest, 1), round((busy - rest) / concurrent, 1)
+    return round(rest, 1), round((busy - rest) / concurrent + spare_mb, 1)
 
 
 def judge_local_split() -> dict[str, float]:
