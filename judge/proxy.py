@@ -230,7 +230,7 @@ class SubmissionProxy:
         return lambda *args, **kwargs: self._call(name, args, kwargs)
 
     def __judge_batch__(self) -> "_Batch":
-        """See ``judge.testing.batch``: calls queued, sent in one frame, answered in one."""
+        """See ``judge.testing.batch``: each call sent when made, answers read when asked for."""
         return _Batch(self)
 
     def _call(self, fn: str, args: tuple, kwargs: dict) -> Any:

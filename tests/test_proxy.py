@@ -147,7 +147,7 @@ def test_a_batch_answers_like_direct_calls(sub):
         floaty = b.as_float(x)
         mutated = b.mutate(z)
         total = b.pair(y)
-    assert sub.calls == 6 and sub.round_trips == 1  # sent as one request, its reply not read yet
+    assert sub.calls == 6 and sub.round_trips == 1  # six calls sent, one wait for their answers
     assert loss.value.item() == 12.0 and sub.round_trips == 1
     loss.value.backward()  # the eager gradient of a batched scalar loss
     assert x.grad.tolist() == [3.0, 0.0, 3.0]
