@@ -25,7 +25,7 @@ from pathlib import Path
 
 from judge.errors import SandboxError, SubmissionFailure
 from judge.exercise import Limits
-from judge.job import Job
+from judge.job import Job, _wipe
 
 log = logging.getLogger("judge.sandbox")
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +45,25 @@ def _mount_tmpfs(path: Path, size: int, uid: int) -> None:
         raise SandboxError(f"could not mount the scratch tmpfs at {path}: {os.strerror(e)}")
 
 
+def _sweep_stale_scratch(base: Path) -> None:
+    """Wipe the scratch of sandboxes whose process is gone (killed before it could clean up):
+    as root each job's scratch is a tmpfs mount, which would otherwise outlive it."""
+    for root in base.glob("judge-scratch-*-*"):
+        pid = root.name.split("-")[2]
+        if not pid.isdigit() or root.is_symlink() or not root.is_dir():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # still running (or the pid was reused): not ours to touch
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        for scratch in root.iterdir():
+            _wipe(scratch)
+        shutil.rmtree(root, ignore_errors=True)
+
+
 class Sandbox:
     """A warm zygote and the jobs forked from it."""
 
@@ -62,7 +81,8 @@ class Sandbox:
         self.info: dict = {}
         self.root = os.geteuid() == 0
         base = scratch_root or os.environ.get("JUDGE_SCRATCH_DIR") or tempfile.gettempdir()
-        self.scratch_root = Path(tempfile.mkdtemp(prefix="judge-scratch-", dir=base))
+        _sweep_stale_scratch(Path(base))
+        self.scratch_root = Path(tempfile.mkdtemp(prefix=f"judge-scratch-{os.getpid()}-", dir=base))
         os.chmod(self.scratch_root, 0o711)
         self._ready = threading.Event()
         # Closed jobs are reaped and wiped by one long-lived thread: starting a thread per job
@@ -141,8 +161,11 @@ class Sandbox:
         for spare in list(self._spare.values()):
             spare.ready.wait(5.0)
         self._background.put(None)
-        for job in list(self._jobs.values()):
+        for job in list(self._jobs.values()):  # spares and jobs never closed: reaped and wiped too
             job.kill()
+            if not job.closed:
+                job.closed = True
+                self._finish_q.put(job)
         self.drain()
         self._finish_q.put(None)
         try:
