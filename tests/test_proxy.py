@@ -281,3 +281,23 @@ def test_a_test_cannot_swallow_the_end_of_the_submission(sub):
             sub.exits(torch.ones(1))
         except Exception:  # noqa: BLE001 - what a toy's crash-to-feedback wrapper does
             pytest.fail("a SubmissionFailure was caught as an ordinary exception")
+
+
+def test_a_batched_call_past_its_limit_stops_the_grading(sandbox):
+    job = sandbox.open_job(Limits(call_seconds=0.5, total_seconds=10))
+    source = "import time\ndef nap(x):\n    time.sleep(float(x))\n    return x * 1\n"
+    assert job.request({"op": "load", "source": source, "functions": ["nap"]}, during="load").header["ok"]
+    sub = SubmissionProxy(job, [Function("nap", "nap", "tensor")])
+    try:
+        with batch(sub) as b:
+            quick = b.nap(torch.tensor(0.0))
+            stuck = b.nap(torch.tensor(30.0))
+            never = b.nap(torch.tensor(0.0))
+        assert quick.value.item() == 0.0
+        with pytest.raises(SubmissionFailure) as e:
+            stuck.value
+        assert e.value.kind == "time_limit"
+        with pytest.raises(SubmissionFailure):
+            never.value  # the grading stopped at the stuck call
+    finally:
+        job.close()
