@@ -110,11 +110,11 @@ class _Encoded:
         self.header = {"fn": fn, "args": wire.encode(list(args), blobs),
                        "kwargs": wire.encode(dict(kwargs), blobs), "grad": self.flags}
 
-    def result(self, h: dict, msg: wire.Message) -> Any:
-        proxy, fn = self.proxy, self.fn
+    def result(self, msg: wire.Message) -> Any:
+        proxy, fn, h = self.proxy, self.fn, msg.header
         if not h.get("ok"):
             proxy._raise(fn, h.get("exc") or {})
-        proxy._copy_back(self.host_in, h, msg)
+        proxy._copy_back(self.host_in, msg)
         result_tree = h.get("result")
         result = msg.value(result_tree)
         nodes = _tensor_nodes(result_tree)
@@ -127,7 +127,7 @@ class _Encoded:
         diff_inputs = [t for t, f in zip(self.host_in, self.flags) if f]
         if handle and any(diff) and diff_inputs:
             state = _State(proxy, handle, fn, outs, diff, diff_inputs,
-                           proxy._checked_grads(fn, h, msg, diff_inputs))
+                           proxy._checked_grads(fn, msg, diff_inputs))
             with torch.set_grad_enabled(self.grad_mode):  # a batch may be read inside a backward()
                 outs = list(_Bridge.apply(state, *diff_inputs))
         else:  # a detached result, or a leaf the submission made itself
@@ -198,7 +198,7 @@ class _Batch:
                                             since=max(sent_at, self.last))
                 self.last = time.monotonic()
                 self.received += 1
-                pending._set(value=call.result(msg.header, msg))
+                pending._set(value=call.result(msg))
             except Exception as e:  # noqa: BLE001 - raised again where the test reads it
                 pending._set(error=e)
             except BaseException as e:  # the grading stops (time, memory, exit): no later call counts
@@ -239,7 +239,7 @@ class SubmissionProxy:
         call = _Encoded(self, fn, args, kwargs, blobs)
         self.round_trips += 1
         msg = self._job.request({"op": "call", **call.header}, blobs, during=f"a call to {fn}")
-        return call.result(msg.header, msg)
+        return call.result(msg)
 
     def settle(self) -> None:
         """Read the reply of a batch still in flight (requests and replies go in turn)."""
@@ -267,8 +267,8 @@ class SubmissionProxy:
             raise Feedback(f"{fn} must return a plain torch.Tensor, but it returned the Tensor "
                            f"subclass {nodes[0]['sub']}")
 
-    def _copy_back(self, host_in: list[torch.Tensor], h: dict, msg: wire.Message) -> None:
-        tree = h.get("mutated")
+    def _copy_back(self, host_in: list[torch.Tensor], msg: wire.Message) -> None:
+        tree = msg.header.get("mutated")
         if not tree:
             return
         mutated = msg.value(tree)
@@ -292,15 +292,15 @@ class SubmissionProxy:
         msg = self._job.request(header, blobs, during=f"the backward pass of {state.fn}")
         if not msg.header.get("ok"):
             self._raise(f"{state.fn} (backward)", msg.header.get("exc") or {})
-        got = self._checked_grads(state.fn, msg.header, msg, state.inputs, key="grads")
+        got = self._checked_grads(state.fn, msg, state.inputs, key="grads")
         if got is None:
             raise Feedback(f"the backward pass of {state.fn} returned malformed gradients")
         return got
 
-    def _checked_grads(self, fn: str, h: dict, msg: wire.Message, inputs: list[torch.Tensor],
+    def _checked_grads(self, fn: str, msg: wire.Message, inputs: list[torch.Tensor],
                        key: str = "eager") -> list[torch.Tensor | None] | None:
         """Gradients from the child, one per input (None: unused), or None if absent or malformed."""
-        tree = h.get(key)
+        tree = msg.header.get(key)
         if tree is None:
             return None
         got = msg.value(tree)

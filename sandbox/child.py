@@ -33,10 +33,7 @@ class Session:
 
     # --- replies ---------------------------------------------------------------------------
     def reply(self, header: dict, values: dict[str, Any] | None = None) -> None:
-        blobs: list[bytes] = []
-        for key, value in (values or {}).items():
-            header[key] = wire.encode(value, blobs)
-        self.send(header, blobs)
+        self.send(header, _encode_values(header, values or {}))
 
     def send(self, header: dict, blobs: list) -> None:
         """Flush what the submission printed, then answer, with this process's resource use so
@@ -78,24 +75,18 @@ class Session:
         self.reply({"ok": True, "missing": missing})
 
     def call(self, h: dict, msg: wire.Message) -> None:
-        blobs: list = []
-        self.send(self.run_call(h, msg, blobs), blobs)
+        self.send(*self.run_call(h, msg))
 
-    def run_call(self, h: dict, msg: wire.Message, blobs: list) -> dict:
-        """Run one call; its reply (tensors appended to ``blobs``) says ok, or the exception."""
-        mark = len(blobs)
+    def run_call(self, h: dict, msg: wire.Message) -> tuple[dict, list]:
+        """Run one call; its reply (header and tensor blobs) says ok, or the exception."""
         try:
-            item, values = self._call(h, msg)
-            for key, value in values.items():
-                item[key] = wire.encode(value, blobs)
-            return item
+            header, values = self._call(h, msg)
+            return header, _encode_values(header, values)
         except wire.WireError as e:
-            del blobs[mark:]
             return {"ok": False, "exc": {"type": "TypeError", "message": f"the result cannot be "
-                                         f"returned to the judge: {e}"}}
+                                         f"returned to the judge: {e}"}}, []
         except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt included
-            del blobs[mark:]
-            return _exception_item(e)
+            return _exception_item(e), []
 
     def _call(self, h: dict, msg: wire.Message) -> tuple[dict, dict]:
         args = msg.value(h.get("args", {"L": []}))
@@ -199,8 +190,7 @@ def prewarm() -> None:
                   "kwargs": wire.encode({"clip": 0.2}, blobs), "grad": [True, False, False]}
         header = wire.json.loads(wire.json.dumps(header))
         msg = wire.Message(header, bytearray(b"".join(bytes(b) for b in blobs)))
-        reply: list = []
-        wire.json.dumps(session.run_call(header, msg, reply))
+        wire.json.dumps(session.run_call(header, msg)[0])
         session.graphs.clear()
 
 
@@ -250,6 +240,14 @@ class _Watch:
 
 def _mark(t: torch.Tensor) -> tuple:
     return t.data_ptr(), tuple(t.shape), t.stride(), t.numel() * t.element_size()
+
+
+def _encode_values(header: dict, values: dict[str, Any]) -> list:
+    """Encode ``values`` into ``header`` under their keys; returns the tensor blobs they need."""
+    blobs: list = []
+    for key, value in values.items():
+        header[key] = wire.encode(value, blobs)
+    return blobs
 
 
 def _exception_item(e: BaseException) -> dict:
