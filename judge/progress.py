@@ -61,16 +61,13 @@ class ProgressWriter:
         """Every pending result, for the caller to write in its own transaction (the verdict's)
         before the block ends; meanwhile the background thread writes nothing."""
         with self._write:
-            with self._cond:
-                batch, self._pending, self._due = self._pending, [], None
-            yield batch
+            yield self._take()
 
     def flush(self, notify: bool = True) -> None:
         """Write every pending result now (``notify=False``: a state change follows at once and
         notifies for both)."""
         with self._write:
-            with self._cond:
-                batch, self._pending, self._due = self._pending, [], None
+            batch = self._take()
             if not batch:
                 return
             try:
@@ -81,6 +78,11 @@ class ProgressWriter:
             if notify:
                 for sid in dict.fromkeys(s for s, _, _ in batch):
                     self.changed(sid, "e")
+
+    def _take(self) -> list[tuple[str, float, dict]]:
+        with self._cond:
+            batch, self._pending, self._due = self._pending, [], None
+        return batch
 
     def _run(self) -> None:
         while True:

@@ -85,12 +85,12 @@ class Sandbox:
         self.scratch_root = Path(tempfile.mkdtemp(prefix=f"judge-scratch-{os.getpid()}-", dir=base))
         os.chmod(self.scratch_root, 0o711)
         self._ready = threading.Event()
-        # Closed jobs are reaped and wiped by one long-lived thread: starting a thread per job
-        # costs milliseconds on a busy machine, on the verdict's path.
-        self._finish_q: queue.Queue = queue.Queue()
-        threading.Thread(target=self._finish_loop, name="job-finisher", daemon=True).start()
+        # Closed jobs are reaped and wiped, and spares forked, by two long-lived threads: starting
+        # a thread per job costs milliseconds on a busy machine, on the verdict's path.
+        self._finish_q: queue.Queue = queue.Queue()  # closed jobs' clean-up
         self._background: queue.Queue = queue.Queue()  # spare children to fork
-        threading.Thread(target=self._background_loop, name="spare-forker", daemon=True).start()
+        for q, name in ((self._finish_q, "job-finisher"), (self._background, "spare-forker")):
+            threading.Thread(target=_run_tasks, args=(q, name), name=name, daemon=True).start()
         self._start(start_timeout)
         if self.weaknesses:
             if require_isolation:
@@ -165,7 +165,7 @@ class Sandbox:
             job.kill()
             if not job.closed:
                 job.closed = True
-                self._finish_q.put(job)
+                self._finish_q.put(job._finish)
         self.drain()
         self._finish_q.put(None)
         try:
@@ -243,40 +243,32 @@ class Sandbox:
         self._jobs.pop(job.id, None)
 
     def _finish_later(self, job: "Job") -> None:
-        self._finish_q.put(job)
+        self._finish_q.put(job._finish)
         key = job.spare_key
         if key is not None and self.spares and self.alive:
             with self._lock:
                 if key not in self._spare:
                     self._spare[key] = _Spare(self, job.limits)
 
-    def _finish_loop(self) -> None:
-        while True:
-            job = self._finish_q.get()
-            try:
-                if job is None:
-                    return
-                job._finish()
-            except Exception:  # noqa: BLE001 - one job's clean-up must not stop the others'
-                log.exception("could not clean up job %s", getattr(job, "id", "?"))
-            finally:
-                self._finish_q.task_done()
-
-    def _background_loop(self) -> None:
-        while True:
-            task = self._background.get()
-            if task is None:
-                return
-            try:
-                task()
-            except Exception:  # noqa: BLE001 - the next spare is tried anyway
-                log.exception("could not prepare a spare sandbox")
-
     def drain(self, timeout: float = 10.0) -> None:
         """Wait until every closed job has been reaped and wiped."""
         deadline = time.monotonic() + timeout
         while self._finish_q.unfinished_tasks and time.monotonic() < deadline:
             time.sleep(0.005)
+
+
+def _run_tasks(tasks: queue.Queue, name: str) -> None:
+    """Run the callables put on ``tasks`` one after another, until a None."""
+    while True:
+        task = tasks.get()
+        try:
+            if task is None:
+                return
+            task()
+        except Exception:  # noqa: BLE001 - one task's failure must not stop the next
+            log.exception("%s: a task failed", name)
+        finally:
+            tasks.task_done()
 
 
 class _Spare:

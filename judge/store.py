@@ -182,17 +182,15 @@ class Store:
     def progress_batch(self, items: list[tuple[str, float, dict]]) -> None:
         """Test results ``(submission, at, data)``, in order, in one transaction. Progress is
         advisory: its commit skips the fsync (the next state change syncs the log)."""
-        db = self.db
-        if self.synchronous.upper() in ("OFF", "NORMAL"):  # in WAL mode no commit of theirs syncs
-            with self.write() as db:
-                self._tests(db, items)
-            return
-        db.execute("PRAGMA synchronous=OFF")
+        relax = self.synchronous.upper() not in ("OFF", "NORMAL")  # in WAL mode those never sync
+        if relax:
+            self.db.execute("PRAGMA synchronous=OFF")
         try:
             with self.write() as db:
                 self._tests(db, items)
         finally:
-            db.execute(f"PRAGMA synchronous={self.synchronous}")
+            if relax:
+                self.db.execute(f"PRAGMA synchronous={self.synchronous}")
 
     def _tests(self, db: sqlite3.Connection, items: list[tuple[str, float, dict]]) -> None:
         db.executemany("INSERT INTO events (submission, at, kind, data) VALUES (?, ?, 'test', ?)",
