@@ -140,7 +140,8 @@ class Job:
         if self.closed:
             raise SubmissionFailure("runtime_error", "the submission's process has already ended")
         try:
-            if drain is None:
+            if drain is None:  # bounded by the job's limit, not by what the last answer left
+                self.sock.settimeout(max(self.deadline - time.monotonic(), 0.1))
                 wire.send(self.sock, header, blobs)
             else:
                 self._send_draining(wire.frame(header, blobs), drain, during)
