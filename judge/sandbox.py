@@ -219,7 +219,8 @@ class Sandbox:
         job = Job(self, job_id, host_sock, out_r, scratch, limits)
         self._jobs[job_id] = job
         req = {"op": "start", "id": job_id, "scratch": str(scratch),
-               "limits": {"cpu_seconds": int(limits.cpu_seconds), "memory_mb": int(limits.memory_mb)}}
+               "limits": {"cpu_seconds": int(limits.cpu_seconds), "memory_mb": int(limits.memory_mb)},
+               "prewarm": self.spares}  # a spare warms up before it is needed; others need not wait
         try:
             with self._lock:
                 socket.send_fds(self.ctrl, [json.dumps(req).encode()], [child_sock.fileno(), out_w])

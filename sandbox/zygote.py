@@ -189,10 +189,11 @@ class Zygote:
             rep = lockdown.isolate(scratch=req["scratch"], root=self.root,
                                    seccomp_filter=self.seccomp, limits=limits)
             sock = socket.socket(fileno=3)
-            try:
-                child.prewarm()
-            except Exception:  # noqa: BLE001 - a cold first call is slower, not wrong
-                pass
+            if req.get("prewarm"):
+                try:
+                    child.prewarm()
+                except Exception:  # noqa: BLE001 - a cold first call is slower, not wrong
+                    pass
             wire.send(sock, {"event": "hello", "layers": rep.layers, "missing": rep.missing})
             child.Session(sock).serve()
             code = 0
