@@ -12,7 +12,7 @@ Prints a table and writes ``bench-results.json``:
   (its child, forked ahead as a spare, included), and ``rest_mb``, its memory at rest
 - ``judge_local``: the start-up / grading split of ``judge local``
 - ``calls`` / ``round_trips`` per exercise: the calls a grading makes into the sandbox, and the
-  requests they take (``judge.testing.batch`` sends many calls as one)
+  waits they take (``judge.testing.batch`` sends calls without waiting for each answer)
 
 Targets (2 cores): service p50 ≤ 1.3 × floor + 15 ms; fresh ≥ 20 × service p50; 2 workers ≥ 1.7 ×
 one; ≤ 40 MB per concurrent submission. Ratios are computed from numbers of the same run.
@@ -168,14 +168,14 @@ class Service:
 
     def spare_pids(self) -> list[int]:
         """The children the zygotes forked ahead (at rest, every one is a spare)."""
-        zygotes = []
-        for pid in self.pids():
+        pids, zygotes = self.pids(), []
+        for pid in pids:
             try:
                 if b"sandbox.zygote" in Path(f"/proc/{pid}/cmdline").read_bytes():
                     zygotes.append(pid)
             except OSError:
                 pass
-        return [p for p in self.pids() if _ppid(p) in zygotes]
+        return [p for p in pids if _ppid(p) in zygotes]
 
     def close(self) -> None:
         try:
