@@ -15,7 +15,8 @@ What it writes is deterministic (same calls, same bytes), well-formed and self-c
 stays text, no scripts or external references). Non-finite data never breaks a figure: a line
 breaks at a NaN, limits come from the finite data, a log axis drops non-positive values.
 ``save_figures`` draws each figure of an experiment and falls back to a figure saying what could
-not be drawn. Modules: ``figure`` (layout, document), ``axes`` (panels), ``ticks``, ``style``.
+not be drawn. Modules: ``figure`` (layout, document), ``axes`` (panels: calls, limits, ticks
+placed), ``marks`` (each mark as SVG, the legend), ``ticks`` (limits, tick values, labels), ``style``.
 """
 
 from __future__ import annotations

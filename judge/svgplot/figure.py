@@ -11,7 +11,8 @@ import textwrap
 from pathlib import Path
 
 from judge.svgplot import style, ticks
-from judge.svgplot.axes import TICK_LEN, TICK_PAD, Axes, Image, text_el
+from judge.svgplot.axes import TICK_LEN, TICK_PAD, Axes, Image
+from judge.svgplot.marks import text_el
 
 _FONT = "DejaVu Sans, Bitstream Vera Sans, Arial, Helvetica, sans-serif"
 _ADJUST = {"left": 0.125, "right": 0.9, "bottom": 0.11, "top": 0.88, "wspace": 0.2, "hspace": 0.2}
