@@ -196,7 +196,8 @@ def legend(items, fs, box, obstacles) -> list[str]:
         return lx, ly
 
     def badness(lx, ly):
-        return sum(1 for ox, oy, ow, oh in obstacles if ox <= lx + lw and lx <= ox + ow and oy <= ly + lh and ly <= oy + oh)
+        return sum(1 for ox, oy, ow, oh in obstacles
+                   if ox <= lx + lw and lx <= ox + ow and oy <= ly + lh and ly <= oy + oh)
 
     best = None
     for loc in _LOCS:

@@ -1,8 +1,8 @@
 """Where an axis' limits and ticks fall, and how tick labels read.
 
 Limits come from finite data only (positive data on a log axis), with matplotlib's 5 % margins;
-ticks are 1-2-2.5-5 steps (matplotlib's) on a linear axis and decades (or 1-2-5 within a decade, when the axis spans
-less than one) on a log axis; labels are compact (``0.2``, ``1e-05`` becomes ``1e-5``).
+ticks are 1-2-2.5-5 steps on a linear axis (as matplotlib's) and decades on a log axis (1-2-5
+when it spans under two decades); labels are compact (``0.2``, ``1e-05`` becomes ``1e-5``).
 """
 
 from __future__ import annotations
