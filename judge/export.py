@@ -55,14 +55,12 @@ apt-get install -y -q "$PY-venv" libseccomp2 || apt-get install -y -q python3-ve
 "$PY" -m venv /autograder/venv
 /autograder/venv/bin/pip install -q --upgrade pip
 /autograder/venv/bin/pip install -q --index-url https://download.pytorch.org/whl/cpu "{torch_spec}"
-/autograder/venv/bin/pip install -q numpy matplotlib "pydantic>=2" pyseccomp
+/autograder/venv/bin/pip install -q numpy "pydantic>=2" pyseccomp
 # The judge grades as an unprivileged user (the sandbox's laptop mode: Landlock, seccomp,
 # rlimits; a container usually cannot mount the per-job tmpfs that root mode needs).
 id judge-grader >/dev/null 2>&1 || useradd --system --create-home --shell /usr/sbin/nologin judge-grader
 chmod a+rx /autograder || true
 chmod -R a+rX /autograder/source /autograder/venv
-# Warm matplotlib's font cache for the grading user.
-runuser -u judge-grader -- /autograder/venv/bin/python -c "import matplotlib.pyplot" || true
 """
 
 RUN_AUTOGRADER = r"""#!/usr/bin/env bash

@@ -26,26 +26,20 @@ MEDIA_TYPES = {".png": "image/png", ".json": "application/json", ".svg": "image/
 
 def warm(exercises) -> None:
     """Load everything grading needs once per process, so no grading pays for it: each
-    exercise's tests, reference, oracle and experiment, and matplotlib with its font cache and
-    the SVG backend the plots are written with (PNG too, for an exercise that still writes one)."""
-    import io
-
-    import matplotlib
+    exercise's tests, reference, oracle and experiment, and ``judge.svgplot``, which writes the
+    T3 plots (one tiny figure drawn, so its code paths are loaded and compiled)."""
     import torch
-    from matplotlib.figure import Figure
 
     from judge.runner import collect
+    from judge.svgplot import Figure
 
     torch.set_num_threads(1)  # tier tests use small tensors: threads only oversubscribe the cores
-    matplotlib.use("Agg")
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "warm-up", "axes.titley": 1.0}):
-        fig = Figure(figsize=(2, 2))
-        ax = fig.subplots()
-        ax.semilogy([1, 2], [1, 10], label="warm-up")
-        ax.set_title("warm-up", fontsize=8)
-        ax.legend(fontsize=7)
-        fig.savefig(io.BytesIO(), format="svg", metadata={"Date": None})
-        fig.savefig(io.BytesIO(), format="png", dpi=40)
+    fig = Figure(figsize=(2, 2))
+    ax = fig.subplots()
+    ax.semilogy([1, 2], [1, 10], "o-", label="warm-up")
+    ax.set_title("warm-up", fontsize=8)
+    ax.legend(fontsize=7)
+    fig.to_svg()
     for ex in exercises:
         collect(ex)
         ex.ref, ex.oracle, ex.experiment  # noqa: B018 - cached properties: load them now

@@ -53,7 +53,7 @@ class DeferredPlots:
 
     ``run(impl, out_dir)`` runs the toy through the submission without drawing, and records the
     metrics; the judge draws them with the module's ``plot(metrics, out_dir)`` once the verdict
-    is out, so the learner does not wait for matplotlib. Modules without ``plot`` draw at once.
+    is out, so the learner does not wait for the drawing. Modules without ``plot`` draw at once.
     """
 
     def __init__(self, module: Any, ctx: Context):
