@@ -124,8 +124,9 @@ class Axes:
                 for i in range(n)]
         p = {"bars": bars, "alpha": alpha, "color": bars[0][3] if bars else style.color(default)}
         self._sticky["y"].append(0.0)
+        heights = [b[2] for b in bars]
         self._add(zorder, "bars", p, label, [b[0] + s * b[1] / 2 for b in bars for s in (-1, 1)],
-                  [0.0] + [b[2] for b in bars])
+                  heights + [0.0] * bool(ticks.finite(heights)))  # the baseline, when a bar is drawn
 
     def stairs(self, values, edges, fill=False, color=None, alpha=None, lw=None, label=None, zorder=1):
         """A step curve over ``edges`` (one more than ``values``), down to 0 at both ends."""
@@ -133,7 +134,7 @@ class Axes:
         col = style.color(color) if color else self._next_color()
         p = {"v": vs, "e": es, "fill": fill, "color": col, "alpha": alpha, "lw": float(lw or LW)}
         self._sticky["y"].append(0.0)
-        self._add(zorder, "stairs", p, label, es, [0.0] + vs)
+        self._add(zorder, "stairs", p, label, es, vs + [0.0] * bool(ticks.finite(vs)))
 
     def vlines(self, x, ymin, ymax, colors=None, alpha=None, lw=None, label=None, zorder=1):
         """Vertical segments from ``ymin`` to ``ymax`` (scalars or one per x)."""
