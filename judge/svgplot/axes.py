@@ -118,7 +118,7 @@ class Axes:
             self._categories, x = [str(v) for v in x], list(range(len(x)))
         hs = _floats(height)
         n = min(len(x), len(hs))
-        cols = color if isinstance(color, (list, tuple)) and not isinstance(color, str) else [color] * n
+        cols = color if isinstance(color, list) else [color] * n  # a list: one colour per bar (a tuple is RGB)
         default = self._next_color() if color is None else None
         bars = [(float(x[i]), float(width), hs[i], style.color(cols[i % max(len(cols), 1)] if cols else None, default))
                 for i in range(n)]
