@@ -80,6 +80,9 @@ class Job:
         self._output_dropped = 0
         os.set_blocking(out_r, False)
         self._out_fd = out_r  # drained while we wait for replies; no thread
+        # Non-blocking for good: sends and reads wait in select() only when they must, against
+        # the deadlines (no per-message timeout to set, no poll before every read).
+        sock.setblocking(False)
         self.closed = False
 
     # --- events from the zygote ------------------------------------------------------------
@@ -140,9 +143,8 @@ class Job:
         if self.closed:
             raise SubmissionFailure("runtime_error", "the submission's process has already ended")
         try:
-            if drain is None:  # bounded by the job's limit, not by what the last answer left
-                self.sock.settimeout(max(self.deadline - time.monotonic(), 0.1))
-                wire.send(self.sock, header, blobs)
+            if drain is None:  # bounded by the job's limit
+                wire.send_until(self.sock, wire.frame(header, blobs), max(self.deadline, time.monotonic() + 0.1))
             else:
                 self._send_draining(wire.frame(header, blobs), drain, during)
         except OSError:
@@ -152,7 +154,6 @@ class Job:
     def _send_draining(self, data: bytes, drain: Callable[[], bool], during: str) -> None:
         view = memoryview(data)
         while view:
-            self.sock.setblocking(False)  # reading an answer sets a timeout: undo it each time
             try:
                 view = view[self.sock.send(view):]
             except BlockingIOError:
@@ -180,24 +181,23 @@ class Job:
     def _receive(self, call_seconds: float, *, during: str,
                  since: float | None = None) -> tuple[dict, bytearray]:
         deadline = min((since or time.monotonic()) + call_seconds, self.deadline)
-        wire.spin_until_readable(self.sock, self.box.spin_seconds)  # most replies come within µs
-        while True:  # wait for the reply, draining the child's output meanwhile
+        # Most replies come within microseconds: poll for a moment before sleeping in select().
+        ready = [self.sock] if wire.spin_until_readable(self.sock, self.box.spin_seconds) else []
+        while not ready:  # wait for the reply, draining the child's output meanwhile
             remaining = deadline - time.monotonic()
             waiting = [self.sock] + ([self._out_fd] if self._out_fd >= 0 else [])
             ready = select.select(waiting, [], [], remaining)[0] if remaining > 0 else []
             if self._out_fd in ready:
                 self._drain()
-            if self.sock in ready or not ready:
-                break
-        if not ready:
-            self.kill()
-            which = "its call limit" if deadline < self.deadline else "the exercise's total limit"
-            raise SubmissionFailure("time_limit", f"{during} ran past {which} "
-                                    f"({call_seconds:g} s per call, {self.limits.total_seconds:g} s in all)")
+                ready = [r for r in ready if r is self.sock]
+            elif not ready:
+                self.kill()
+                which = "its call limit" if deadline < self.deadline else "the exercise's total limit"
+                raise SubmissionFailure("time_limit", f"{during} ran past {which} ({call_seconds:g} s "
+                                        f"per call, {self.limits.total_seconds:g} s in all)")
         # The reply is complete once its first byte is here, unless the child dies mid-frame.
-        self.sock.settimeout(max(deadline - time.monotonic(), 0.1))
         try:
-            return wire.recv(self.sock)
+            return wire.recv(self.sock, deadline=max(deadline, time.monotonic() + 0.1))
         except (EOFError, OSError, wire.WireError):
             self._fail(during)
 
@@ -237,9 +237,8 @@ class Job:
         self.closed = True
         if not self._exited.is_set():
             try:  # not waited for: its last answer said what it used, and printed
-                self.sock.setblocking(True)
-                wire.send(self.sock, {"op": "exit"})
-            except OSError:
+                wire.send_until(self.sock, wire.frame({"op": "exit"}), time.monotonic() + 0.1)
+            except OSError:  # gone, or not reading: the clean-up kills it
                 pass
         self._drain()  # it flushed before its last answer: everything it printed is in the pipe
         ex = self._exit

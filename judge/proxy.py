@@ -104,11 +104,12 @@ class _Encoded:
     def __init__(self, proxy: "SubmissionProxy", fn: str, args: tuple, kwargs: dict, blobs: list):
         proxy.calls += 1
         self.proxy, self.fn = proxy, fn
-        self.host_in = wire.tensors_in(list(args)) + wire.tensors_in(kwargs)
+        self.host_in: list[torch.Tensor] = []  # the tensors that cross, in the child's order
+        self.header = {"fn": fn, "args": wire.encode(list(args), blobs, tensors=self.host_in),
+                       "kwargs": wire.encode(dict(kwargs), blobs, tensors=self.host_in)}
         self.flags = [bool(t.requires_grad and t.is_floating_point()) for t in self.host_in]
+        self.header["grad"] = self.flags
         self.grad_mode = torch.is_grad_enabled()  # the test's, when it made the call
-        self.header = {"fn": fn, "args": wire.encode(list(args), blobs),
-                       "kwargs": wire.encode(dict(kwargs), blobs), "grad": self.flags}
 
     def result(self, msg: wire.Message) -> Any:
         proxy, fn, h = self.proxy, self.fn, msg.header
@@ -116,10 +117,10 @@ class _Encoded:
             proxy._raise(fn, h.get("exc") or {})
         proxy._copy_back(self.host_in, msg)
         result_tree = h.get("result")
-        result = msg.value(result_tree)
+        outs: list[torch.Tensor] = []
+        result = msg.value(result_tree, outs)
         nodes = _tensor_nodes(result_tree)
         proxy._check_return(fn, result, nodes)
-        outs = wire.tensors_in(result)
         if not outs:
             return result
         diff = [bool(n.get("rg")) and o.is_floating_point() for n, o in zip(nodes, outs)]

@@ -89,13 +89,13 @@ class Session:
             return _exception_item(e), []
 
     def _call(self, h: dict, msg: wire.Message) -> tuple[dict, dict]:
-        args = msg.value(h.get("args", {"L": []}))
-        kwargs = msg.value(h.get("kwargs", {"D": []}))
+        flat: list[torch.Tensor] = []  # the inputs' tensors, in the order the judge sent them
+        args = msg.value(h.get("args", {"L": []}), flat)
+        kwargs = msg.value(h.get("kwargs", {"D": []}), flat)
         fn = getattr(self.module, str(h.get("fn")), None)
         if not callable(fn) or not isinstance(args, list) or not isinstance(kwargs, dict):
             return {"ok": False, "exc": {"type": "AttributeError", "message": "no such function"}}, {}
         # Tensors marked requires_grad become leaves here; their gradients go back on request.
-        flat = wire.tensors_in(args) + wire.tensors_in(kwargs)
         for node_t, wants in zip(flat, _grad_flags(h)):
             if wants and node_t.is_floating_point():
                 node_t.requires_grad_(True)
@@ -114,8 +114,7 @@ class Session:
                 # A scalar loss: its gradient for d(loss) = 1 goes along now, which saves the
                 # judge a round trip on backward() (backward is linear in d(loss)).
                 try:
-                    values["eager"] = list(torch.autograd.grad(
-                        outs, inputs, [torch.ones_like(outs[0])], allow_unused=True, retain_graph=True))
+                    values["eager"] = _grad(outs, inputs, [torch.ones_like(outs[0])])
                 except BaseException:  # noqa: BLE001 - the judge asks again, and sees the error
                     pass
         return {"ok": True, "handle": handle}, values
@@ -127,7 +126,7 @@ class Session:
             self.reply({"ok": False, "exc": {"type": "RuntimeError", "message": "unknown graph"}})
             return
         try:
-            grads = torch.autograd.grad(outs, inputs, grads_out, allow_unused=True, retain_graph=True)
+            grads = _grad(outs, inputs, grads_out)
         except BaseException as e:  # noqa: BLE001
             self.reply_exception(e)
             return
@@ -192,6 +191,19 @@ def prewarm() -> None:
         msg = wire.Message(header, bytearray(b"".join(bytes(b) for b in blobs)))
         wire.json.dumps(session.run_call(header, msg)[0])
         session.graphs.clear()
+
+
+def _grad(outs: list[torch.Tensor], inputs: list[torch.Tensor], grads_out: list) -> list:
+    """d(outs)/d(inputs) for the given output gradients (None for an unused input), keeping the
+    graph for the next backward. ``torch.autograd.grad`` with ``allow_unused=True,
+    retain_graph=True``, minus its Python argument handling (~10 µs of a ~60 µs call)."""
+    if _ENGINE is None or not all(type(g) is torch.Tensor for g in grads_out):
+        return list(torch.autograd.grad(outs, inputs, grads_out, allow_unused=True, retain_graph=True))
+    return list(_ENGINE.run_backward(tuple(outs), tuple(grads_out), True, False, tuple(inputs),
+                                     True, False))
+
+
+_ENGINE = getattr(getattr(torch.autograd, "Variable", None), "_execution_engine", None)
 
 
 def _flush() -> None:

@@ -111,8 +111,10 @@ def load_seccomp(f, own_pid: int) -> None:
     f.load()
 
 
-def isolate(*, scratch: str, root: bool, seccomp_filter, limits: dict) -> Report:
-    """Apply every layer this machine allows; return which ones are in force."""
+def isolate(*, scratch: str, root: bool, seccomp_filter, limits: dict,
+            read_paths: list[str] | None = None) -> Report:
+    """Apply every layer this machine allows; return which ones are in force. ``read_paths``:
+    what Landlock lets the child read (``python_paths()``, which a zygote computes once)."""
     rep = Report()
     os.setsid()
     rep.layers.append("session")
@@ -130,7 +132,8 @@ def isolate(*, scratch: str, root: bool, seccomp_filter, limits: dict) -> Report
         drop_privileges()
         rep.layers.append(f"uid {SANDBOX_UID}")
     try:
-        abi = landlock.restrict(python_paths(), [scratch], ["/dev/null", "/dev/urandom", "/dev/zero"])
+        abi = landlock.restrict(python_paths() if read_paths is None else read_paths, [scratch],
+                                ["/dev/null", "/dev/urandom", "/dev/zero"])
         rep.layers.append(f"landlock abi {abi}")
     except OSError as e:
         rep.missing.append(f"landlock ({e})")

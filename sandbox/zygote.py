@@ -48,6 +48,7 @@ class Zygote:
 
         self.ctrl = ctrl
         self.root = os.geteuid() == 0
+        self.read_paths = lockdown.python_paths()  # ~1.3 ms: once here, not in every child
         self.children: dict[int, str] = {}  # pid → job id
         self.by_id: dict[str, int] = {}
         try:
@@ -186,8 +187,8 @@ class Zygote:
                    "MPLCONFIGDIR": req["scratch"], "LANG": "C.UTF-8"}
             os.environ.clear()
             os.environ.update(env)
-            rep = lockdown.isolate(scratch=req["scratch"], root=self.root,
-                                   seccomp_filter=self.seccomp, limits=limits)
+            rep = lockdown.isolate(scratch=req["scratch"], root=self.root, seccomp_filter=self.seccomp,
+                                   limits=limits, read_paths=self.read_paths)
             sock = socket.socket(fileno=3)
             if req.get("prewarm"):
                 try:

@@ -93,3 +93,46 @@ def test_deeply_nested_values_are_rejected():
         node = child
     with pytest.raises(wire.WireError):
         wire.Message({"v": deep}, bytearray()).value(deep)
+
+
+def test_encode_and_decode_list_the_tensors_that_cross_in_the_same_order():
+    import collections
+    Pair = collections.namedtuple("Pair", "a b")
+    x, y, z, w = (torch.full((2,), float(i)) for i in range(4))
+    value = [x, (y, {"k": z}), Pair(w, w), {1: w}]  # a namedtuple, a non-str key: opaque, no tensors
+    sent: list = []
+    blobs: list = []
+    tree = wire.encode(value, blobs, tensors=sent)
+    assert [t is u for t, u in zip(sent, (x, y, z))] == [True] * 3 and len(sent) == 3
+    got: list = []
+    out = wire.Message({"v": tree}, bytearray(b"".join(bytes(b) for b in blobs))).value(tree, got)
+    assert [float(t[0]) for t in got] == [0.0, 1.0, 2.0]
+    assert got[0] is out[0] and got[2] is out[1][1]["k"]
+
+
+def test_a_non_blocking_reader_waits_for_the_rest_of_a_frame_until_its_deadline():
+    import time
+    a, b = socket.socketpair()
+    b.setblocking(False)
+    data = frame({"v": 1}, b"\0" * 8)
+    a.sendall(data[:5])  # a peer that stops mid-frame
+    t = time.monotonic()
+    with pytest.raises(TimeoutError):
+        wire.recv(b, deadline=t + 0.05)
+    assert time.monotonic() - t >= 0.04
+    a.sendall(data)  # a whole frame is read at once, with no waiting
+    c, d = socket.socketpair()
+    d.setblocking(False)
+    c.sendall(data)
+    header, payload = wire.recv(d, deadline=time.monotonic() + 1)
+    assert header == {"v": 1} and bytes(payload) == b"\0" * 8
+
+
+def test_send_until_gives_up_on_a_peer_that_does_not_read():
+    import time
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    wire.send_until(a, b"x" * 100, time.monotonic() + 1)  # room: sent at once
+    assert b.recv(100) == b"x" * 100
+    with pytest.raises(TimeoutError):
+        wire.send_until(a, b"x" * (64 << 20), time.monotonic() + 0.05)  # more than the buffers hold
