@@ -25,3 +25,27 @@ def test_scratch_of_a_killed_sandbox_is_wiped_by_the_next(tmp_path):
     finally:
         box.close()
     assert not box.scratch_root.exists()
+
+
+def _thp_available() -> bool:
+    try:
+        mode = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+    except OSError:
+        return False
+    release = tuple(int(x) for x in os.uname().release.split(".")[:2] if x.isdigit())
+    return "[never]" not in mode and release >= (6, 1)
+
+
+def test_zygote_memory_is_on_huge_pages_where_the_kernel_allows():
+    import pytest
+
+    if not _thp_available():
+        pytest.skip("no transparent huge pages or no MADV_COLLAPSE (Linux 6.1+) here")
+    box = Sandbox()
+    try:
+        assert box.info["huge_pages_mb"] >= 64, box.info  # torch's import leaves ~200 MB
+        rollup = open(f"/proc/{box.proc.pid}/smaps_rollup").read()
+        huge_kb = int(next(ln.split()[1] for ln in rollup.splitlines() if ln.startswith("AnonHugePages:")))
+        assert huge_kb >= 64 << 10, rollup
+    finally:
+        box.close()
