@@ -248,6 +248,9 @@ def test_exceptions_keep_their_builtin_type(sub):
     with pytest.raises(ValueError, match=r"raised ValueError: shapes \[2\] and \[3\] differ") as e:
         sub.raise_value_error(torch.ones(2))
     assert isinstance(e.value, RemoteException)
+    # where in the learner's file: its last frame there, nothing of the judge's
+    line = SOURCE.splitlines().index('    raise ValueError("shapes [2] and [3] differ")') + 1
+    assert str(e.value).endswith(f"(submission.py, line {line}, in raise_value_error)"), str(e.value)
 
 
 @pytest.mark.parametrize("fn,what", [("as_float", "Python float"), ("as_numpy", "numpy.ndarray"),
