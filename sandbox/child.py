@@ -104,7 +104,7 @@ class Session:
         outs = [t for t in wire.tensors_in(out) if t.requires_grad]
         handle = 0
         inputs = [t for t in flat if t.requires_grad]
-        values = {"result": out, "mutated": mutated}
+        values = {"result": out, "mutated": mutated} if mutated else {"result": out}
         if outs and inputs:
             handle = self.next_handle
             self.next_handle += 1

@@ -165,7 +165,7 @@ _PAD = [b"\0" * k for k in range(ALIGN)]
 
 def _encode_tensor(t: torch.Tensor, blobs: list) -> dict:
     if type(t) is torch.Tensor:
-        plain = t.detach()
+        plain = t.detach() if t.requires_grad else t  # numpy() refuses a tensor that requires grad
         sub = None
     else:  # a Tensor subclass: reported, never trusted; its methods are not called
         with torch._C.DisableTorchFunctionSubclass():
@@ -176,9 +176,9 @@ def _encode_tensor(t: torch.Tensor, blobs: list) -> dict:
         raise WireError(f"unsupported tensor dtype {plain.dtype}")
     if not plain.is_cpu or not plain.is_contiguous():
         plain = plain.cpu().contiguous()
-    node = {"T": len(blobs) // 2, "dtype": name, "shape": list(plain.shape),
-            "rg": t.requires_grad,  # requires_grad
-            "gf": t.grad_fn is not None}  # part of an autograd graph
+    node = {"T": len(blobs) // 2, "dtype": name, "shape": list(plain.shape)}
+    if t.requires_grad:
+        node["rg"] = True  # requires_grad (absent: False)
     if sub:
         node["sub"] = sub
     n = plain.numel() * _ITEMSIZE[name]
