@@ -222,10 +222,29 @@ def service_latency(svc: Service, exercises, n: int) -> dict[str, dict[str, floa
     return out
 
 
-def throughput(svc: Service, workers: int, slug: str, code: str, n: int) -> float:
+def _cpu_ms(pid: int) -> float:
+    """CPU time of ``pid`` and of its children it has reaped (the zygote reaps each sandbox)."""
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return sum(int(x) for x in f[11:15]) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def _busy_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine so far."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(fields) - fields[3] - fields[4], sum(fields)
+
+
+def throughput(svc: Service, workers: int, slug: str, code: str, n: int) -> dict[str, float]:
+    """Submissions per second with ``2 × workers`` clients, and what they cost: the service's CPU
+    per submission (its sandboxes included) and how many of the machine's cores were busy."""
     for _ in range(2 * workers):
         svc.submit(slug, code)
     errors: list = []
+    pids = svc.pids()
+    cpu0, (busy0, total0) = sum(_cpu_ms(p) for p in pids), _busy_jiffies()
 
     def client(k: int) -> None:
         try:
@@ -243,7 +262,11 @@ def throughput(svc: Service, workers: int, slug: str, code: str, n: int) -> floa
     elapsed = time.perf_counter() - t
     if errors:
         raise errors[0]
-    return round((n // (2 * workers)) * 2 * workers / elapsed, 2)
+    done = (n // (2 * workers)) * 2 * workers
+    cpu = sum(_cpu_ms(p) for p in pids) - cpu0
+    busy, total = _busy_jiffies()
+    return {"per_second": round(done / elapsed, 2), "cpu_ms_per_submission": round(cpu / done, 1),
+            "cores_busy": round((os.cpu_count() or 1) * (busy - busy0) / max(total - total0, 1), 2)}
 
 
 SLOW = "\nimport time as _t\n_t.sleep({secs})\n"
@@ -325,7 +348,11 @@ def main(argv: list[str] | None = None) -> int:
                              "service_p95_ms": service[slug]["p95"],
                              "fresh_interpreter_ms": fresh[slug], "calls": service[slug]["calls"],
                              "round_trips": service[slug]["round_trips"]} for slug in exercises},
-        "throughput": tput,
+        "throughput": {k: v["per_second"] for k, v in tput.items()},
+        # what a submission costs, measured during the throughput runs: the service's CPU time per
+        # submission (API, workers, zygotes and their sandboxes) and the machine's busy cores
+        "throughput_cost": {k: {"cpu_ms_per_submission": v["cpu_ms_per_submission"],
+                                "cores_busy": v["cores_busy"]} for k, v in tput.items()},
         "extra_mb_per_submission": extra,
         "rest_mb": rest,
         "judge_local": local,
@@ -350,8 +377,11 @@ def render(r: dict) -> str:
                      f"{e.get('calls', 0):>6} {e.get('round_trips', 0):>6}")
     t = r["throughput"]
     lines += ["", f"throughput: 1 worker {t['1']}/s, 2 workers {t['2']}/s "
-                  f"(×{t['2'] / t['1']:.2f})",
-              f"memory: {r['rest_mb']:.0f} MB at rest, {r['extra_mb_per_submission']:.1f} MB extra "
+                  f"(×{t['2'] / t['1']:.2f})"]
+    for k, c in sorted(r.get("throughput_cost", {}).items()):
+        lines.append(f"  {k} worker(s): {c['cpu_ms_per_submission']:.0f} ms of CPU per submission, "
+                     f"{c['cores_busy']:.2f} cores busy")
+    lines += [f"memory: {r['rest_mb']:.0f} MB at rest, {r['extra_mb_per_submission']:.1f} MB extra "
               f"per running submission",
               f"judge local: start-up {r['judge_local']['startup_ms']:.0f} ms, grading "
               f"{r['judge_local']['grading_ms']:.0f} ms (wall {r['judge_local']['wall_ms']:.0f} ms)",

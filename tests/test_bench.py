@@ -13,6 +13,8 @@ def test_the_table_shows_ratios_against_the_targets():
         "exercises": {"toy": {"floor_ms": 20.0, "service_p50_ms": 41.0, "service_p95_ms": 50.0,
                               "fresh_interpreter_ms": 1640.0, "calls": 120, "round_trips": 30}},
         "throughput": {"1": 10.0, "2": 18.0}, "extra_mb_per_submission": 4.0, "rest_mb": 900.0,
+        "throughput_cost": {"1": {"cpu_ms_per_submission": 150.0, "cores_busy": 1.5},
+                            "2": {"cpu_ms_per_submission": 105.0, "cores_busy": 1.89}},
         "judge_local": {"startup_ms": 1500.0, "grading_ms": 40.0, "wall_ms": 3000.0},
         "bench_seconds": 200.0,
     }
@@ -21,3 +23,19 @@ def test_the_table_shows_ratios_against_the_targets():
     # p50 / (1.3 * floor + 15) = 41 / 41 = 1.00; fresh / p50 = 40.0
     assert row.split()[5:] == ["1.00", "40.0", "120", "30"]
     assert "(×1.80)" in table
+    assert "1 worker(s): 150 ms of CPU per submission, 1.50 cores busy" in table
+
+
+def test_cpu_accounting_reads_this_process_and_the_machine():
+    from judge.bench import _busy_jiffies, _cpu_ms
+    import os
+    import time
+
+    before, (busy0, total0) = _cpu_ms(os.getpid()), _busy_jiffies()
+    end = time.process_time() + 0.2
+    while time.process_time() < end:  # burn 200 ms of CPU
+        pass
+    busy1, total1 = _busy_jiffies()
+    assert _cpu_ms(os.getpid()) - before >= 150  # clock ticks: 10 ms each
+    assert busy1 - busy0 >= 15 and total1 > total0
+    assert _cpu_ms(2**22 + 12345) == 0.0  # no such process
