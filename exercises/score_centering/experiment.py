@@ -14,6 +14,11 @@ on the logits with lr = 1:
 
 The expectation under q is a token-mean: one row per token a with advantage V * q_a * A.
 
+The four runs go side by side, one step at a time: a step's sc_policy_loss calls for the three
+heads are independent, so they go to impl in one batch (one round trip under the judge), and the
+plain REINFORCE step, which needs no call, is taken while they are computed. Each run keeps its
+logits z_t; the drift and KL curves are computed from them once, after the last step.
+
     python exercises/score_centering/experiment.py --impl my_solution.py --out figs/
 """
 
@@ -33,68 +38,72 @@ DQ = [0.0, 0.3, -0.2, 0.0, -1.0, -1.5]          # sampler logits = Z0 + DQ
 STEPS = 50
 LR = 1.0
 HEADS = (6, 4, 2)                               # sampler top-k head sizes (6 = whole vocabulary)
+TOKENS = torch.arange(len(Z0))                  # [V]: the token of each row of an SC call
 
 
-def _kl(q, z):
-    log_p = torch.log_softmax(z, -1)
-    return float((q * (q.log() - log_p)).sum())
+def _queue_sc(b, z, log_q, ids, rollout, adv):
+    """One step's sc_policy_loss for the head ``ids`` [k], queued in the batch ``b``: the pending loss.
 
-
-def _queue_sc(b, z, log_q, ids, A):
-    """One step's sc_policy_loss, queued in the batch ``b``: (the logits leaf, the pending loss)."""
+    ``z`` [V] (a fresh tensor) becomes the leaf that the loss's gradient lands on. ``rollout`` [V, 1]
+    and ``adv`` [V] are the same at every step: each call gets its own copy, so a submission that
+    writes into its inputs spoils only that call, as with inputs built afresh.
+    """
     V, k = log_q.shape[0], ids.shape[0]
-    z = z.detach().clone().requires_grad_(True)
-    lp = torch.log_softmax(z, -1)                                  # [V]
-    tokens = torch.arange(V)
-    logp = lp[tokens].reshape(V, 1)                                # one row per token a
-    rollout = log_q[tokens].reshape(V, 1)
+    lp = torch.log_softmax(z.requires_grad_(True), -1)             # [V]
+    logp = lp[TOKENS].reshape(V, 1)                                # one row per token a
     train_head = lp[ids].expand(V, k).reshape(V, 1, k)             # same prefix in every row
     sampler_head = log_q[ids].expand(V, k).reshape(V, 1, k)
-    adv = V * log_q.exp() * A                                      # token-mean = E_{a~q}
     mask = torch.ones(V, 1, dtype=torch.bool)
-    return z, b.sc_policy_loss(logp, rollout, train_head, sampler_head, adv, mask, mode="none")
+    return b.sc_policy_loss(logp, rollout.clone(), train_head, sampler_head, adv.clone(), mask,
+                            mode="none")
 
 
-def _grad_sc(queued):
-    """d loss / d logits of a step queued by ``_queue_sc``."""
-    z, pending = queued
-    loss = pending.value
-    loss.backward()
-    return z.grad
+def _step_sc(z, pending):
+    """The logits after one SC step: z [V] is the leaf ``_queue_sc`` made, ``pending`` its loss."""
+    pending.value.backward()
+    return z.detach() - LR * z.grad
 
 
-def _step_plain(z, q, A):
-    z = z.detach().clone().requires_grad_(True)
-    loss = -(q * A * torch.log_softmax(z, -1)).sum()              # E_{a~q}[-A log p_a]
-    loss.backward()
-    return z.grad
+def _step_plain(z, grad_logp):
+    """The logits after one plain REINFORCE step on E_{a~q}[-A log p_a] = -(q A log_softmax(z)).sum().
+
+    ``grad_logp`` [V] = -q A is that loss's gradient with respect to log p, the same at every step;
+    the log-softmax backward kernel turns it into d loss / dz = grad_logp - p * sum(grad_logp),
+    the very call autograd makes for that loss (the same numbers, without building a graph).
+    """
+    grad = torch._log_softmax_backward_data(grad_logp, torch.log_softmax(z, -1), -1, z.dtype)
+    return z - LR * grad
 
 
-def _run(step, z0, q):
-    z = z0.clone()
-    drift, kl = [0.0], [_kl(q, z)]
-    for _ in range(STEPS):
-        z = z - LR * step(z)
-        drift.append(float((z - z0).norm()))
-        kl.append(_kl(q, z))
-    return drift, kl
+def _run(impl, z0, q, log_q, heads, A):
+    """The logits z_t, t = 0..STEPS, of the plain run and of the SC run of every head in ``heads``.
 
-
-def _run_sc(impl, z0, q, log_q, heads, A):
-    """``_run`` with the SC step for every head in ``heads``, the runs side by side: one step's calls
-    for the different heads do not depend on each other, so they go to impl in one batch (one round
-    trip under the judge); each run's steps stay sequential."""
-    zs = [z0.clone() for _ in heads]
-    curves = [([0.0], [_kl(q, z)]) for z in zs]
+    The runs go side by side: a step's calls for the different heads do not depend on each other,
+    so they go to impl in one batch (one round trip under the judge), and the plain step is taken
+    while impl computes them; each run's steps stay sequential.
+    """
+    V = log_q.shape[0]
+    rollout = log_q[TOKENS].reshape(V, 1)                          # [V, 1], step-invariant inputs
+    adv = V * log_q.exp() * A                                      # [V]: token-mean = E_{a~q}
+    grad_logp = -(q * A)                                           # [V]: d/d log p of the plain loss
+    plain = [z0.clone()]
+    sc = [[z0.clone()] for _ in heads]
     for _ in range(STEPS):
         with batch(impl) as b:
-            queued = [_queue_sc(b, z, log_q, ids, A) for z, ids in zip(zs, heads)]
-        for i, step in enumerate(queued):
-            zs[i] = zs[i] - LR * _grad_sc(step)
-            drift, kl = curves[i]
-            drift.append(float((zs[i] - z0).norm()))
-            kl.append(_kl(q, zs[i]))
-    return curves
+            queued = [_queue_sc(b, zs[-1], log_q, ids, rollout, adv) for zs, ids in zip(sc, heads)]
+        plain.append(_step_plain(plain[-1], grad_logp))            # while impl computes
+        for zs, pending in zip(sc, queued):
+            zs.append(_step_sc(zs[-1], pending))
+    return [plain] + sc
+
+
+def _curves(runs, z0, q):
+    """Each run's drift ||z_t - z_0|| and KL(q || p_t) for t = 0..STEPS, as lists of floats."""
+    with torch.no_grad():                                           # the SC runs' z_t are leaves
+        z = torch.stack([torch.stack(zs) for zs in runs])          # [runs, STEPS + 1, V]
+        drift = (z - z0).norm(dim=-1)                              # [runs, STEPS + 1]
+        kl = (q * (q.log() - torch.log_softmax(z, -1))).sum(-1)    # [runs, STEPS + 1]
+    return list(zip(drift.tolist(), kl.tolist()))
 
 
 def run(impl, out_dir=None, seed=0):
@@ -104,10 +113,9 @@ def run(impl, out_dir=None, seed=0):
     log_q = torch.log_softmax(z0 + torch.tensor(DQ, dtype=D), -1)
     q = log_q.exp()
     A = 1.0
-    curves = {"none": _run(lambda z: _step_plain(z, q, A), z0, q)}
     heads = [torch.topk(log_q, k).indices for k in HEADS]          # the sampler's top-k heads
-    for k, curve in zip(HEADS, _run_sc(impl, z0, q, log_q, heads, A)):
-        curves[f"sc_k{k}"] = curve
+    names = ["none"] + [f"sc_k{k}" for k in HEADS]
+    curves = dict(zip(names, _curves(_run(impl, z0, q, log_q, heads, A), z0, q)))
     metrics = {
         "p0": torch.softmax(z0, -1).tolist(),
         "q": q.tolist(),
