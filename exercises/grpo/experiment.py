@@ -42,6 +42,16 @@ CLIP_HIGH = 0.28
 VARIANTS = (True, False)   # normalize_std of policy 0 (GRPO) and policy 1 (no std, Dr. GRPO)
 
 
+def _clip_fractions(adv_pos, adv_neg, ratio, n_pol: int, G: int):
+    """[n_pol] float64: per policy, the fraction of its responses clipped on the side that counts
+    (r > 1 + clip_high where A > 0, r < 1 - clip_low where A < 0). adv_pos, adv_neg, ratio: [2G]."""
+    clipped = (adv_pos & (ratio > 1 + CLIP_HIGH)) | (adv_neg & (ratio < 1 - CLIP_LOW))   # [2G]
+    if clipped.shape == ratio.shape:
+        return clipped.view(n_pol, G).double().mean(-1)
+    # advantages of another shape (a wrong group_advantages) broadcast: each policy's block of rows
+    return torch.stack([clipped[k * G:(k + 1) * G].double().mean() for k in range(n_pol)])
+
+
 def _train(impl, seed: int) -> list[dict]:
     """Train one policy per variant; return per-iteration probabilities and clip fractions.
 
@@ -50,65 +60,91 @@ def _train(impl, seed: int) -> list[dict]:
     responses, so one `grpo_loss` call per epoch serves both. The loss averages over all 16
     responses (seq-mean), so each policy's gradient is 1/2 of what its own batch of 8 would
     give; it is multiplied back by the number of policies (an exact power of two).
+
+    Each call goes out as soon as its inputs exist, and the bookkeeping that does not need its
+    answer (the advantages' old_logp; an epoch's clip fractions) runs while the submission
+    computes. The curves are kept as tensors, one per iteration or epoch, and turned into Python
+    numbers once at the end. The chain rule from logp back to the logits runs the two kernels
+    autograd would (index_put with accumulate, log_softmax's backward) without building a graph.
     """
     n_pol, G, n_arms = len(VARIANTS), GROUP_SIZE, len(ARM_REWARDS)
     g = torch.Generator()
     g.manual_seed(seed)
     uniforms = torch.rand(ITERATIONS, G, generator=g, dtype=torch.float64)
+    uniforms = uniforms.unsqueeze(1).expand(ITERATIONS, n_pol, G).contiguous()  # [T, 2, G] same for both
     arm_rewards = torch.tensor(ARM_REWARDS, dtype=torch.float64)
     theta = torch.zeros(n_pol, n_arms, dtype=torch.float64)      # logits, one row per policy
+    lsm = torch.log_softmax(theta, -1)                            # [2, 4] log pi(arm), kept with theta
     rows = torch.arange(n_pol).repeat_interleave(G)               # [2G] policy of each response
     mask = torch.ones(n_pol * G, 1, dtype=torch.bool)            # one token per response
 
-    hist = [{"p_best": [float(torch.softmax(theta[k], -1)[BEST_ARM])], "mean_reward": [],
-             "clip_frac": [], "zero_grad_epochs": 0} for k in range(n_pol)]
+    probs_seen, rewards_seen = [], []   # per iteration: [2, 4] pi before it, [2, G] rewards
+    clip_seen, grads_seen = [], []      # per epoch: [2] clip fractions, [2G] d loss / d logp
     for it in range(ITERATIONS):
-        cdf = torch.cumsum(torch.softmax(theta, -1), -1)           # [2, 4]
-        arms = torch.searchsorted(cdf, uniforms[it].expand(n_pol, G).contiguous(), right=True)
+        probs = torch.softmax(theta, -1)                           # [2, 4]
+        arms = torch.searchsorted(torch.cumsum(probs, -1), uniforms[it], right=True)
         arms = arms.clamp(max=n_arms - 1)                          # [2, G]
         rewards = arm_rewards[arms]                                # [2, G]
         with batch(impl) as b:                                     # both variants in one round trip
             advs = [b.group_advantages(rewards[k].clone(), G, normalize_std=VARIANTS[k])
                     for k in range(n_pol)]
+        # while the submission computes the advantages
+        probs_seen.append(probs)
+        rewards_seen.append(rewards)
         flat_arms = arms.reshape(-1)                               # [2G]
-        old_logp = torch.log_softmax(theta, -1)[rows, flat_arms].detach()   # [2G]
+        old_logp = lsm[rows, flat_arms]                            # [2G], frozen for the 4 epochs
+        logp = lsm[rows, flat_arms]                                # [2G], epoch 1's (a separate tensor)
         adv = torch.cat([a.value.detach().to(torch.float64) for a in advs])   # [2G]
+        # The advantages' signs, for the clip bookkeeping: taken again before a call only if the
+        # submission wrote into adv since (an in-place write bumps its version counter).
+        adv_pos, adv_neg, adv_version = adv > 0, adv < 0, adv._version
 
-        fracs = [[] for _ in range(n_pol)]
-        for _ in range(EPOCHS):
-            th = theta.clone().requires_grad_(True)
-            logp = torch.log_softmax(th, -1)[rows, flat_arms]      # [2G], differentiable in th
-            ratio = torch.exp(logp.detach() - old_logp)
-            clipped = ((adv > 0) & (ratio > 1 + CLIP_HIGH)) | ((adv < 0) & (ratio < 1 - CLIP_LOW))
-            for k in range(n_pol):
-                fracs[k].append(float(clipped[k * G:(k + 1) * G].double().mean()))
+        for epoch in range(EPOCHS):
+            # What the clip bookkeeping reads of the call's arguments is read before the call.
+            ratio = torch.exp(logp - old_logp)                     # [2G]
+            if adv._version != adv_version:
+                adv_pos, adv_neg, adv_version = adv > 0, adv < 0, adv._version
+            # Advantages of another shape than [2G] (a wrong group_advantages) broadcast in the
+            # bookkeeping or make it raise: then it runs before the call, where it always ran.
+            early = adv.shape != ratio.shape
+            if early:
+                clip_seen.append(_clip_fractions(adv_pos, adv_neg, ratio, n_pol, G))
             # Hand the submission a leaf [2G, 1]; chain its gradient back to the logits here.
-            logp_leaf = logp.detach().unsqueeze(-1).clone().requires_grad_(True)
-            loss = impl.grpo_loss(logp_leaf, old_logp.unsqueeze(-1), adv, mask,
-                                  clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
-            loss.backward()
+            logp_leaf = logp.unsqueeze(-1).clone().requires_grad_(True)
+            with batch(impl) as b:
+                pending = b.grpo_loss(logp_leaf, old_logp.unsqueeze(-1), adv, mask,
+                                      clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
+            if not early:                                          # while the submission computes
+                clip_seen.append(_clip_fractions(adv_pos, adv_neg, ratio, n_pol, G))
+            pending.value.backward()
             g_logp = logp_leaf.grad
             if g_logp is None:
                 g_logp = torch.zeros_like(logp_leaf)
             g_logp = g_logp.detach().to(torch.float64).reshape(n_pol * G) * n_pol
             if not bool(torch.isfinite(g_logp).all()):
                 raise RuntimeError("grpo_loss produced a non-finite gradient in the bandit")
-            for k in range(n_pol):
-                if bool((g_logp[k * G:(k + 1) * G] == 0).all()):
-                    hist[k]["zero_grad_epochs"] += 1
-            (g_theta,) = torch.autograd.grad(logp, th, grad_outputs=g_logp)
-            theta = (theta - LR * g_theta).detach()
-        for k in range(n_pol):
-            hist[k]["clip_frac"].append(fracs[k])
-            hist[k]["mean_reward"].append(float(rewards[k].mean()))
-            hist[k]["p_best"].append(float(torch.softmax(theta[k], -1)[BEST_ARM]))
+            grads_seen.append(g_logp)
+            # Back to the logits through logp = log_softmax(theta)[rows, arms], with the kernels
+            # autograd runs for it (the textbook g - softmax * sum(g) differs in the last bits).
+            g_lsm = torch.zeros(n_pol, n_arms, dtype=torch.float64)
+            g_lsm.index_put_((rows, flat_arms), g_logp, accumulate=True)           # [2, 4]
+            g_theta = torch._log_softmax_backward_data(g_lsm, lsm, -1, torch.float64)  # [2, 4]
+            theta = theta - LR * g_theta
+            lsm = torch.log_softmax(theta, -1)
+            logp = lsm[rows, flat_arms]                            # [2G], the next epoch's
 
+    probs_seen.append(torch.softmax(theta, -1))
+    p_best = torch.stack(probs_seen)[:, :, BEST_ARM].T.tolist()           # [2][T + 1]
+    mean_reward = torch.stack(rewards_seen).mean(-1).T.tolist()           # [2][T]
+    clip_frac = torch.stack(clip_seen).view(ITERATIONS, EPOCHS, n_pol).permute(2, 0, 1).tolist()
+    zero_grad = (torch.stack(grads_seen).view(-1, n_pol, G) == 0).all(-1).sum(0).tolist()  # [2]
+    final_probs = probs_seen[-1].tolist()                                 # [2][4]
+    hist = []
     for k in range(n_pol):
-        h = hist[k]
-        hit = [i for i, p in enumerate(h["p_best"]) if p > 0.9]
-        h["final_p_best"] = h["p_best"][-1]
-        h["iterations_to_0_9"] = hit[0] if hit else -1
-        h["final_probs"] = [float(p) for p in torch.softmax(theta[k], -1)]
+        hit = [i for i, p in enumerate(p_best[k]) if p > 0.9]
+        hist.append({"p_best": p_best[k], "mean_reward": mean_reward[k], "clip_frac": clip_frac[k],
+                     "zero_grad_epochs": zero_grad[k], "final_p_best": p_best[k][-1],
+                     "iterations_to_0_9": hit[0] if hit else -1, "final_probs": final_probs[k]})
     return hist
 
 
