@@ -10,12 +10,20 @@
    2 * q_a * (R_a - E_q[R]) (the 2 undoes the loss's division by N = 2 valid tokens), so that
    -dL/dz = E_{a~q}[ w_a (R_a - E_q R) grad log pi_a ]. Once the snapshot has gone stale both
    ratios leave (0.8, 1.2): every token is rejected and the update is exactly zero.
+   The comparison curve, the same bandit with the weight clamped instead of zeroed, never calls
+   your code: it is computed once per process, while your code computes the sweep.
+
+How it runs: the calls, their order and their arguments are those of one call after the other.
+Each update's two calls (the loss and the weights) go out together, one round trip; what their
+answers feed (the next logits, the update's metrics) is computed before your code is called again,
+and the metrics become Python numbers in one conversion at the end.
 
 Run it on your file:  python exercises/glm5_mis/experiment.py --impl my_solution.py --out figs/
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -32,85 +40,121 @@ LR = 2.0
 UPDATES = 20
 REFRESH_EVERY = 5
 
+# Loop-invariant tensors, built once. None of them is ever passed to a submission (each run passes
+# fresh tensors), so a submission that writes into its inputs cannot change them.
+_SWEEP_RATIOS = torch.tensor(SWEEP_RATIOS, dtype=torch.float64)           # r [K]
+_SWEEP_LOG_RATIOS = torch.log(_SWEEP_RATIOS)[None, :]                     # log r [1, K]
+_SWEEP_RATIO_LIST = _SWEEP_RATIOS.tolist()
+_SWEEP_CLAMPED = _SWEEP_RATIOS.clamp(1 - CLIP_LOW, 1 + CLIP_HIGH)         # clamp(r, 0.8, 1.2) [K]
+_SWEEP_CLAMPED_LIST = _SWEEP_CLAMPED.tolist()
+_REWARDS = torch.tensor(REWARDS, dtype=torch.float64)                     # R [2]
 
-def ratio_sweep(impl) -> dict:
-    """Weights and gradients of ``impl`` over a grid of ratios (float64, advantage +1)."""
-    ratios = torch.tensor(SWEEP_RATIOS, dtype=torch.float64)
-    K = ratios.numel()
-    rollout_logp = torch.full((1, K), -1.0, dtype=torch.float64)
-    logp = rollout_logp + torch.log(ratios)[None, :]
-    mask = torch.ones(1, K, dtype=torch.bool)
-    lp = logp.detach().clone().requires_grad_(True)
+
+def send_ratio_sweep(impl):
+    """Send the sweep's two calls (one round trip) and return ``finish()``, which reads the answers
+    and returns the sweep's metrics: the caller works between the two while the submission computes.
+    Weights and gradients of ``impl`` over a grid of ratios (float64, advantage +1)."""
+    K = len(SWEEP_RATIOS)
+    rollout_logp = torch.full((1, K), -1.0, dtype=torch.float64)          # [1, K]
+    logp = rollout_logp + _SWEEP_LOG_RATIOS                               # [1, K]
+    mask = torch.ones(1, K, dtype=torch.bool)                             # [1, K]
+    lp = logp.clone().requires_grad_(True)  # a leaf [1, K]: the loss's gradient lands in lp.grad
     with batch(impl) as b:  # the weights and the loss of the same inputs: one round trip
         w = b.masked_is_weights(logp, rollout_logp, mask, clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
         loss = b.offpolicy_loss(lp, rollout_logp, torch.ones(1, dtype=torch.float64), mask,
                                 clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
-    w, loss = w.value, loss.value
-    loss.backward()
-    # -N * dL/dlogp is the per-token weight on grad log pi (= w * A with A = 1).
-    push = (-K * lp.grad)[0] if lp.grad is not None else torch.zeros(K, dtype=torch.float64)
-    clamped = ratios.clamp(1 - CLIP_LOW, 1 + CLIP_HIGH)
-    w = w.detach()[0]
-    return {
-        "sweep_ratios": ratios.tolist(),
-        "sweep_weights": w.tolist(),
-        "sweep_grad": push.tolist(),
-        "sweep_clamped": clamped.tolist(),
-        "sweep_retained": int((w != 0).sum()),
-        "sweep_clamp_gap": float((clamped - w).abs().sum()),
-    }
+
+    def finish() -> dict:
+        w_, loss_ = w.value, loss.value
+        loss_.backward()
+        # -N * dL/dlogp is the per-token weight on grad log pi (= w * A with A = 1).
+        push = (-K * lp.grad)[0] if lp.grad is not None else torch.zeros(K, dtype=torch.float64)
+        w_ = w_.detach()[0]                                               # [K]
+        return {
+            "sweep_ratios": list(_SWEEP_RATIO_LIST),
+            "sweep_weights": w_.tolist(),
+            "sweep_grad": push.tolist(),
+            "sweep_clamped": list(_SWEEP_CLAMPED_LIST),
+            "sweep_retained": int((w_ != 0).sum()),
+            "sweep_clamp_gap": float((_SWEEP_CLAMPED - w_).abs().sum()),
+        }
+
+    return finish
 
 
-def _bandit(step_fn) -> dict:
-    """Run the stale bandit; ``step_fn(logp, rollout_logp, adv)`` returns (dL/dlogp, weights)."""
-    z = torch.zeros(2, dtype=torch.float64)
-    R = torch.tensor(REWARDS, dtype=torch.float64)
-    p_best, retained, zero_steps, ratios = [float(torch.softmax(z, 0)[0])], [], [], []
+def ratio_sweep(impl) -> dict:
+    """The sweep's metrics (``send_ratio_sweep`` and its ``finish`` without work in between)."""
+    return send_ratio_sweep(impl)()
+
+
+def _bandit(send, receive) -> dict:
+    """Run the stale bandit. ``send(logp, rollout_logp, adv)`` ([2, 1], [2, 1], [2]) starts one
+    update and returns what ``receive`` needs to finish it: (dL/dlogp [2, 1], weights [2, 1]).
+
+    Everything an update's answers feed (the next logits, the retained mass, the log-ratios, the
+    zero-gradient flag) is computed before the next ``send``: a submission's later calls cannot
+    change it, and a malformed answer raises where one call after the other would have raised.
+    The per-update metrics stay tensors and become Python numbers in one conversion at the end.
+    """
+    z = torch.zeros(2, dtype=torch.float64)                               # logits [2]
+    pi_z, zero_flags, retained, log_ratios = [], [], [], []               # one entry per update
     for k in range(UPDATES):
         if k % REFRESH_EVERY == 0:
-            q_logp = torch.log_softmax(z, 0)  # the rollout snapshot
-        logp = torch.log_softmax(z, 0)
-        q = q_logp.exp()
-        adv = 2.0 * q * (R - (q * R).sum())
-        g_logp, w = step_fn(logp[:, None], q_logp[:, None], adv)
-        g_logp, w = g_logp[:, 0], w[:, 0]
+            q_logp = torch.log_softmax(z, 0)                              # the rollout snapshot [2]
+        logp = torch.log_softmax(z, 0)                                    # [2]
+        # q is read from q_logp at every update: a submission may have written into rollout_logp.
+        q = q_logp.exp()                                                  # [2]
+        adv = 2.0 * q * (_REWARDS - (q * _REWARDS).sum())                 # [2]
+        sent = send(logp[:, None], q_logp[:, None], adv)
+        pi_z.append(torch.softmax(z, 0))  # the policy before this update, while the answers come
+        g_logp, w = receive(sent)
+        g_logp, w = g_logp[:, 0], w[:, 0]                                 # [2], [2]
         pi = logp.exp()
         g_z = g_logp - pi * g_logp.sum()  # chain rule through log-softmax
         z = z - LR * g_z
-        if bool((g_logp == 0).all()):
-            zero_steps.append(k)
-        retained.append(float((q * (w != 0)).sum()))
-        ratios.append((logp - q_logp).exp().tolist())
-        p_best.append(float(torch.softmax(z, 0)[0]))
+        zero_flags.append((g_logp == 0).all())                            # [] bool
+        retained.append((q * (w != 0)).sum())                             # [] float64
+        log_ratios.append(logp - q_logp)                                  # [2]
+    pi_z.append(torch.softmax(z, 0))
+    # (one softmax per update, not one over the stacked logits: torch would spread that over threads)
+    p_best = torch.stack(pi_z)[:, 0].tolist()                             # [UPDATES + 1]
+    zero_steps = [k for k, zero in enumerate(torch.stack(zero_flags).tolist()) if zero]
     return {"p_best": p_best, "final_p_best": p_best[-1], "zero_grad_updates": len(zero_steps),
-            "zero_grad_steps": zero_steps, "retained_mass": retained, "ratios": ratios}
+            "zero_grad_steps": zero_steps, "retained_mass": torch.stack(retained).tolist(),
+            "ratios": torch.stack(log_ratios).exp().tolist()}             # [UPDATES][2]
 
 
 def stale_bandit(impl) -> dict:
-    mask = torch.ones(2, 1, dtype=torch.bool)
+    mask = torch.ones(2, 1, dtype=torch.bool)  # [2, 1], the same tensor at every update
 
-    def step(logp, rollout_logp, adv):
-        lp = logp.detach().clone().requires_grad_(True)
+    def send(logp, rollout_logp, adv):
+        lp = logp.clone().requires_grad_(True)  # a fresh leaf [2, 1]: the gradient lands in lp.grad
         with batch(impl) as b:  # the loss and the weights of one update: one round trip
             loss = b.offpolicy_loss(lp, rollout_logp, adv, mask, clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
             w = b.masked_is_weights(logp, rollout_logp, mask, clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
-        loss = loss.value
-        loss.backward()
+        return lp, loss, w
+
+    def receive(sent):
+        lp, loss, w = sent
+        loss.value.backward()
         g = lp.grad if lp.grad is not None else torch.zeros_like(lp)
-        w = w.value
-        return g.detach(), w.detach()
+        return g, w.value.detach()
 
-    return _bandit(step)
+    return _bandit(send, receive)
 
 
+@functools.cache
 def clamped_bandit() -> dict:
-    """The same bandit with the weight clamped to [0.8, 1.2] instead of zeroed (for comparison)."""
+    """The same bandit with the weight clamped to [0.8, 1.2] instead of zeroed (for comparison).
 
-    def step(logp, rollout_logp, adv):
+    It calls no submission, so it is computed once per process; the dict is shared: read it only.
+    """
+
+    def send(logp, rollout_logp, adv):
         w = (logp - rollout_logp).exp().clamp(1 - CLIP_LOW, 1 + CLIP_HIGH)
         return -w * adv[:, None] / 2.0, w
 
-    return _bandit(step)
+    return _bandit(send, lambda answer: answer)
 
 
 def run(impl, out_dir=None, seed: int = 0) -> dict:
@@ -118,13 +162,14 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
 
     The toy is deterministic: ``seed`` is accepted for the common interface and not used.
     """
-    sweep = ratio_sweep(impl)
+    finish_sweep = send_ratio_sweep(impl)
+    clamp = clamped_bandit()  # no submission call: computed while the submission runs the sweep
+    sweep = finish_sweep()
     bandit = stale_bandit(impl)
-    clamp = clamped_bandit()
     metrics = {**sweep, **{f"bandit_{k}": v for k, v in bandit.items()},
                "clamp_final_p_best": clamp["final_p_best"],
                "clamp_zero_grad_updates": clamp["zero_grad_updates"],
-               "clamp_p_best": clamp["p_best"]}  # the comparison curve bandit.svg draws
+               "clamp_p_best": list(clamp["p_best"])}  # the comparison curve bandit.svg draws
     if out_dir is not None:
         plot(metrics, out_dir)
     return metrics
