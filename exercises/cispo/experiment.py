@@ -22,6 +22,15 @@ What a correct CISPO shows (SkyRL PR #1859):
   * anchor "rollout": r = pi_theta / pi_rollout deviates from 1 as soon as k > 0, the clip
     fraction rises with k, and the weights always stay inside [1 - eps_low, 1 + eps_high].
 
+How a step runs (every grading runs the toy through the sandbox, so the judge works while the
+submission computes): the step's four calls (each anchor's loss, then its weights) go out in one
+batch, the second anchor's tensors being made while the first's calls are computed; then come the
+next step's random numbers and the previous step's statistics (vectorised over anchors and lanes,
+one .tolist()); then the answers are read in order, each anchor taking its gradient step, and the
+first anchor makes its next step's tensors while the second's calls are computed. A step's calls
+go out only once every answer of the step before has been read and used: the same calls, with
+the same arguments and in the same order, as a step-by-step loop.
+
 Standalone:  python exercises/cispo/experiment.py --impl my_solution.py --out figs/
 """
 
@@ -45,6 +54,19 @@ STEPS, LR = 30, 20.0
 EPS_LOW, EPS_HIGH = 0.2, 0.28                 # band [0.8, 1.28]
 REWARD = [1.0, 0.6, 0.2, 0.0, 0.0, 0.0]       # per-token reward of each action
 DTYPE = torch.float64
+K = len(STALENESS)                            # staleness lanes per anchor
+
+# Loop invariants.
+_REWARD = torch.tensor(REWARD, dtype=DTYPE)                            # [V]
+_LANES = torch.arange(K)
+_POSITIONS = torch.arange(L)
+# At step t the sampler of lane k holds the trainer's weights after max(0, t - k) steps: [STEPS, K]
+_SAMPLER_STEP = torch.tensor([[max(0, t - k) for k in STALENESS] for t in range(STEPS)])
+# Where (lane, position) starts in a flattened z[K, L, V]: [K, 1, L]
+_Z_OFFSET = ((_LANES[:, None] * L + _POSITIONS) * V)[:, None, :]
+# Weights of these dtypes, shaped [K*B, L], go to the vectorised step statistics (which cannot
+# raise on them); anything else takes the per-lane path, which fails (or not) as it always did.
+_FLOAT_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
 
 
 def _sample(z_lanes: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -61,98 +83,176 @@ def _gather_logp(z_lanes: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
     return logpi.gather(-1, actions[..., None]).squeeze(-1)
 
 
+class _Draw:
+    """One step's common random numbers, shared by every lane of both anchors."""
+
+    def __init__(self, g: torch.Generator):
+        self.u = torch.rand(B, L, generator=g, dtype=DTYPE)             # [B, L]
+        self.lengths = torch.randint(1, L + 1, (B,), generator=g)       # [B], n_i
+        self.valid = _POSITIONS[None, :] < self.lengths[:, None]        # [B, L]
+        self.mask = self.valid.repeat(K, 1)                             # [K*B, L], what impl gets
+        self.n_valid = int(self.lengths.sum())                          # valid tokens of one lane
+
+
+class _Trainer:
+    """One anchor's K staleness lanes: the weights' history, the step in flight, the statistics."""
+
+    def __init__(self, anchor: str, z0: torch.Tensor):
+        self.anchor = anchor
+        self.history = torch.empty(STEPS + 1, K, L, V, dtype=DTYPE)  # [t] = z after t steps
+        self.history[0] = z0
+        self.inputs: tuple | None = None   # the next step's tensors, made before its calls go out
+        self.sent: tuple | None = None     # the step in flight: its tensors and Pending answers
+        self.steps: list[tuple] = []       # per step: (clip, w_min, w_max, max|r-1|, r_min, r_max)
+        self.loss_vs_reinforce = 0.0
+
+    def prepare(self, step: int, draw: _Draw) -> None:
+        """The sampler's responses and the trainer's tensors for one step (no call to impl)."""
+        z_now = self.history[step]                                      # [K, L, V]
+        z_sampler = self.history[_SAMPLER_STEP[step], _LANES]           # [K, L, V], k steps old
+        actions = _sample(z_sampler, draw.u)                            # [K, B, L]
+        rollout_logp = (torch.log_softmax(z_sampler, dim=-1).view(-1)[_Z_OFFSET + actions]
+                        .reshape(K * B, L))                             # log pi_{t-k}(a)
+        z_leaf = z_now.clone().requires_grad_(True)
+        logp = _gather_logp(z_leaf, actions).reshape(K * B, L)          # log pi_t(a), differentiable
+        old_logp = logp.detach().clone()                                # fresh recompute, detached
+        r_tok = _REWARD[actions]                                        # [K, B, L]
+        R = (r_tok * draw.valid).sum(-1) / draw.lengths                 # [K, B]
+        adv = (R - R.mean(dim=1, keepdim=True)).reshape(K * B)
+        self.inputs = (z_now, z_leaf, logp, old_logp, rollout_logp, adv)
+
+    def send(self, b, draw: _Draw) -> None:
+        """Both calls of the step, without waiting for their answers."""
+        z_now, z_leaf, logp, old_logp, rollout_logp, adv = self.inputs
+        self.inputs = None
+        loss = b.cispo_loss(logp, old_logp, adv, draw.mask, rollout_logp=rollout_logp,
+                            anchor=self.anchor, eps_low=EPS_LOW, eps_high=EPS_HIGH)
+        with torch.no_grad():
+            anchor_logp = old_logp if self.anchor == "old" else rollout_logp
+            w = b.cispo_weights(logp.detach(), anchor_logp, draw.mask, eps_low=EPS_LOW,
+                                eps_high=EPS_HIGH)
+        self.sent = (z_now, z_leaf, logp, anchor_logp, adv, loss, w)
+
+    def receive(self, step: int, draw: _Draw) -> tuple | None:
+        """Read the answers, take the gradient step; returns (w, logp, anchor_logp) for the
+        step's statistics, or None when they were taken here (weights of an odd shape or type)."""
+        z_now, z_leaf, logp, anchor_logp, adv, loss, w = self.sent
+        self.sent = None
+        loss = loss.value
+        (loss * K).backward()
+        with torch.no_grad():
+            w = w.value
+            # Now, before the next anchor's answers: their in-place changes to the shared mask
+            # would be copied back into it.
+            mask = draw.mask
+            reinforce = -(adv[:, None] * logp.detach() * mask).sum() / mask.sum()
+            self.loss_vs_reinforce = max(self.loss_vs_reinforce,
+                                         abs(float(loss.detach()) - float(reinforce)))
+            # Weights that the vectorised statistics take without fail wait for them (next step,
+            # while the sandbox computes); any others are taken lane by lane now, and may raise.
+            plain = (type(w) is torch.Tensor and w.layout == torch.strided and w.device.type == "cpu"
+                     and w.dtype in _FLOAT_DTYPES and w.shape == (K * B, L))
+            if not plain:
+                self.steps.append(_lane_stats(w, torch.exp(logp.detach() - anchor_logp), draw.valid))
+            torch.sub(z_now, LR * z_leaf.grad, out=self.history[step + 1])
+        return (w, logp, anchor_logp) if plain else None
+
+
+def _lane_stats(w, ratio: torch.Tensor, valid: torch.Tensor) -> tuple:
+    """One step's statistics lane by lane: any weights the submission returned (a wrong shape,
+    dtype or type fails here as it did before the statistics were vectorised)."""
+    stats = ([], [], [], [], [], [])
+    for j in range(K):
+        rows = slice(j * B, (j + 1) * B)
+        wj, rj = w[rows][valid], ratio[rows][valid]
+        clipped = (wj - rj).abs() > 1e-9 * (1.0 + rj)
+        values = (float(clipped.double().mean()), float(wj.min()), float(wj.max()),
+                  float((rj - 1).abs().max()), float(rj.min()), float(rj.max()))
+        for s, v in zip(stats, values):
+            s.append(v)
+    return stats
+
+
+def _record_stats(done: list, draw: _Draw) -> None:
+    """One step's statistics for the anchors in ``done`` [(trainer, (w, logp, anchor_logp))],
+    vectorised over anchors A and lanes K; the same values as ``_lane_stats``. It runs after the
+    next step's calls are sent: the answers are fresh tensors that no later call changes."""
+    if not done:
+        return
+    with torch.no_grad():
+        A = len(done)
+        w = torch.stack([out[0] for _, out in done]).view(A, K, B, L)
+        ratio = torch.stack([torch.exp(logp.detach() - anchor_logp)
+                             for _, (_, logp, anchor_logp) in done]).view(A, K, B, L)
+        valid = draw.valid                                              # [B, L], broadcast
+        both = torch.stack([w, ratio])                                  # [2, A, K, B, L], float64
+        lows = torch.where(valid, both, math.inf).amin((-2, -1))        # [2, A, K]: w_min, r_min
+        highs = torch.where(valid, both, -math.inf).amax((-2, -1))      # [2, A, K]: w_max, r_max
+        dev = torch.where(valid, (ratio - 1).abs(), -math.inf).amax((-2, -1))      # [A, K]
+        clipped = ((w - ratio).abs() > 1e-9 * (1.0 + ratio)) & valid    # [A, K, B, L]
+        table = torch.cat([lows, highs, dev[None], clipped.sum((-2, -1))[None]]).tolist()
+    (w_min, r_min), (w_max, r_max), dev, n_clipped = table[:2], table[2:4], table[4], table[5]
+    n = draw.n_valid
+    for a, (trainer, _) in enumerate(done):
+        trainer.steps.append(([c / n for c in n_clipped[a]], w_min[a], w_max[a], dev[a],
+                              r_min[a], r_max[a]))
+
+
 def run(impl, out_dir=None, seed: int = 0) -> dict:
     """Train every (anchor, staleness) lane through impl; draw the plots when out_dir is given."""
     g = torch.Generator().manual_seed(seed)
-    K = len(STALENESS)
-    reward = torch.tensor(REWARD, dtype=DTYPE)
     z0 = 0.5 * torch.randn(L, V, generator=g, dtype=DTYPE)
     z0[:, 0] -= 1.0                                                  # the best action starts unlikely
     lo, hi = 1.0 - EPS_LOW, 1.0 + EPS_HIGH
+    trainers = [_Trainer(anchor, z0) for anchor in ANCHORS]
+    first, later = trainers[0], trainers[1:]
 
-    state = {}
-    for anchor in ANCHORS:
-        z = z0.expand(K, L, V).clone()
-        state[anchor] = dict(z=z, history=[z.clone()], clip=[[] for _ in range(K)],
-                             wmin=[math.inf] * K, wmax=[-math.inf] * K, ratio_dev=[0.0] * K,
-                             rmin=[math.inf] * K, rmax=[-math.inf] * K,
-                             loss_vs_reinforce=0.0, ratio_trace=[[] for _ in range(K)])
-
+    draw = _Draw(g)
+    first.prepare(0, draw)
+    done, done_draw = [], draw            # the previous step's weights, for its statistics
     for step in range(STEPS):
-        u = torch.rand(B, L, generator=g, dtype=DTYPE)               # common random numbers
-        lengths = torch.randint(1, L + 1, (B,), generator=g)
-        mask1 = torch.arange(L)[None, :] < lengths[:, None]          # [B, L]
-        mask = mask1.repeat(K, 1)                                    # [K*B, L]
-        # The two anchors' lanes are independent and the weights do not need the loss: one batch
-        # of 4 calls per step (one round trip under the judge). Step t + 1 needs step t's update.
-        queued = {}
+        # One batch of 4 calls per step (one round trip under the judge): the anchors' lanes are
+        # independent and the weights do not need the loss. Step t + 1 needs step t's update.
         with batch(impl) as b:
-            for anchor in ANCHORS:
-                st = state[anchor]
-                z_now = st["z"]
-                # the sampler holds the weights of k steps ago
-                z_sampler = torch.stack([st["history"][max(0, step - k)][j]
-                                         for j, k in enumerate(STALENESS)])
-                actions = _sample(z_sampler, u)                      # [K, B, L]
-                rollout_logp = _gather_logp(z_sampler, actions).reshape(K * B, L)
-                old_logp = _gather_logp(z_now, actions).reshape(K * B, L)  # fresh recompute, detached
-                r_tok = reward[actions]                              # [K, B, L]
-                m3 = mask1[None].expand(K, B, L)
-                R = (r_tok * m3).sum(-1) / m3.sum(-1)                # [K, B]
-                adv = (R - R.mean(dim=1, keepdim=True)).reshape(K * B)
-
-                z_leaf = z_now.clone().requires_grad_(True)
-                logp = _gather_logp(z_leaf, actions).reshape(K * B, L)
-                loss = b.cispo_loss(logp, old_logp, adv, mask, rollout_logp=rollout_logp,
-                                    anchor=anchor, eps_low=EPS_LOW, eps_high=EPS_HIGH)
-                with torch.no_grad():
-                    anchor_logp = old_logp if anchor == "old" else rollout_logp
-                    w = b.cispo_weights(logp.detach(), anchor_logp, mask, eps_low=EPS_LOW,
-                                        eps_high=EPS_HIGH)
-                queued[anchor] = (z_now, z_leaf, logp, anchor_logp, adv, loss, w)
-        for anchor in ANCHORS:
-            st = state[anchor]
-            z_now, z_leaf, logp, anchor_logp, adv, loss, w = queued[anchor]
-            loss = loss.value
-            (loss * K).backward()
-            with torch.no_grad():
-                w = w.value
-                ratio = torch.exp(logp.detach() - anchor_logp)
-                reinforce = -(adv[:, None] * logp.detach() * mask).sum() / mask.sum()
-                st["loss_vs_reinforce"] = max(st["loss_vs_reinforce"],
-                                              abs(float(loss.detach()) - float(reinforce)))
-                for j in range(K):
-                    rows = slice(j * B, (j + 1) * B)
-                    wj, rj = w[rows][mask1], ratio[rows][mask1]
-                    clipped = (wj - rj).abs() > 1e-9 * (1.0 + rj)
-                    st["clip"][j].append(float(clipped.double().mean()))
-                    st["wmin"][j] = min(st["wmin"][j], float(wj.min()))
-                    st["wmax"][j] = max(st["wmax"][j], float(wj.max()))
-                    st["ratio_dev"][j] = max(st["ratio_dev"][j], float((rj - 1).abs().max()))
-                    st["rmin"][j] = min(st["rmin"][j], float(rj.min()))
-                    st["rmax"][j] = max(st["rmax"][j], float(rj.max()))
-                    st["ratio_trace"][j].append(float(rj.max()))
-                st["z"] = z_now - LR * z_leaf.grad
-                st["history"].append(st["z"].clone())
+            first.send(b, draw)
+            for tr in later:               # made while the sandbox computes the first's calls
+                tr.prepare(step, draw)
+                tr.send(b, draw)
+        # While the sandbox computes: the next step's random numbers, the last step's statistics.
+        this = draw
+        if step + 1 < STEPS:
+            draw = _Draw(g)
+        _record_stats(done, done_draw)
+        done, done_draw = [], this
+        for tr in trainers:
+            weights = tr.receive(step, this)
+            if weights is not None:
+                done.append((tr, weights))
+            if tr is first and step + 1 < STEPS:  # while the sandbox computes the later anchors'
+                first.prepare(step + 1, draw)
+    _record_stats(done, done_draw)
 
     metrics = {"staleness": list(STALENESS), "steps": STEPS, "eps_low": EPS_LOW,
                "eps_high": EPS_HIGH, "band": [lo, hi]}
-    for anchor in ANCHORS:
-        st = state[anchor]
-        p_best = torch.softmax(st["z"], dim=-1)[..., 0].mean(-1)    # [K]
-        metrics[anchor] = {
-            "clip_frac": [sum(c) / len(c) for c in st["clip"]],
-            "weight_min": st["wmin"],
-            "weight_max": st["wmax"],
-            "ratio_min": st["rmin"],
-            "ratio_max": st["rmax"],
-            "max_abs_ratio_minus_1": st["ratio_dev"],
-            "max_abs_loss_minus_reinforce": st["loss_vs_reinforce"],
-            "final_p_best": [float(p) for p in p_best],
+    traces = {}
+    for tr in trainers:
+        # per statistic, per lane: the step values in step order (min / max fold them as before)
+        clip, w_min, w_max, dev, r_min, r_max = (list(zip(*stat)) for stat in zip(*tr.steps))
+        p_best = torch.softmax(tr.history[STEPS], dim=-1)[..., 0].mean(-1)   # [K]
+        metrics[tr.anchor] = {
+            "clip_frac": [sum(c) / len(c) for c in clip],
+            "weight_min": [min((math.inf, *v)) for v in w_min],
+            "weight_max": [max((-math.inf, *v)) for v in w_max],
+            "ratio_min": [min((math.inf, *v)) for v in r_min],
+            "ratio_max": [max((-math.inf, *v)) for v in r_max],
+            "max_abs_ratio_minus_1": [max((0.0, *v)) for v in dev],
+            "max_abs_loss_minus_reinforce": tr.loss_vs_reinforce,
+            "final_p_best": p_best.tolist(),
         }
+        traces[tr.anchor] = [list(v) for v in r_max]
 
     # what rollout_ratio_trace.svg draws: the max ratio pi_theta / pi_rollout per step and lane
-    metrics["rollout_ratio_trace"] = state["rollout"]["ratio_trace"]
+    metrics["rollout_ratio_trace"] = traces["rollout"]
 
     if out_dir is not None:
         plot(metrics, out_dir)
