@@ -1,6 +1,8 @@
 """The warm zygote: torch imported and warmed once, one forked child per submission.
 
-Started by the judge as ``python -m sandbox.zygote CTRL_FD`` with a scrubbed environment. It never
+Started by the judge as ``python -m sandbox.zygote CTRL_FD [--huge-pages]`` with a scrubbed
+environment (``--huge-pages``: for a zygote that will fork many children, see
+``collapse_to_huge_pages``). It never
 imports the judge, ``reference/`` or any test, and never reads job payloads: the judge passes each
 job's socket and output pipe over the SOCK_SEQPACKET control socket (``socket.send_fds``), the
 zygote forks, and the child locks itself down and talks to the judge directly. The zygote reports
@@ -268,7 +270,9 @@ def collapse_to_huge_pages() -> int:
 
     ``fork`` copies one page-table entry per 4 kB page a process has written, and the child's
     exit tears them down: ~5 ms each way for this zygote, on every submission. With huge pages
-    it copies one entry per 2 MB (measured: fork 5.4 -> 2.5 ms, a spare's CPU 12 -> 9 ms). Only
+    it copies one entry per 2 MB (measured: fork 5.4 -> 2.5 ms, a spare's CPU 12 -> 9 ms). The
+    collapse itself takes ~0.5 s once, so only a zygote that forks many children does it (the
+    service's, not ``judge local``'s, which forks one). Only
     the existing memory is collapsed (MADV_COLLAPSE, regardless of the system's THP mode; no
     MADV_HUGEPAGE, so later faults still get 4 kB pages); a child's first write to a huge page
     splits the mapping and copies 4 kB, as before. Returns the MB collapsed (0 where the kernel
@@ -302,7 +306,7 @@ def main() -> None:
     warm()
     gc.collect()
     gc.freeze()
-    huge_mb = collapse_to_huge_pages()
+    huge_mb = collapse_to_huge_pages() if "--huge-pages" in sys.argv[2:] else 0
     Zygote(ctrl, huge_mb).run()
 
 

@@ -36,12 +36,17 @@ def _thp_available() -> bool:
     return "[never]" not in mode and release >= (6, 1)
 
 
-def test_zygote_memory_is_on_huge_pages_where_the_kernel_allows():
+def test_a_spare_keeping_zygote_is_on_huge_pages_where_the_kernel_allows():
     import pytest
 
     if not _thp_available():
         pytest.skip("no transparent huge pages or no MADV_COLLAPSE (Linux 6.1+) here")
-    box = Sandbox()
+    plain = Sandbox()  # judge local's: one child, no collapse (it would delay the start by ~0.5 s)
+    try:
+        assert plain.info["huge_pages_mb"] == 0
+    finally:
+        plain.close()
+    box = Sandbox(spares=True)  # the service's: a fork per submission
     try:
         assert box.info["huge_pages_mb"] >= 64, box.info  # torch's import leaves ~200 MB
         rollup = open(f"/proc/{box.proc.pid}/smaps_rollup").read()
