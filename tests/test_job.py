@@ -73,3 +73,23 @@ def test_spares_are_forked_when_a_job_closes():
         box.close()
     assert not [p for p in (first.pid, second.pid) if os.path.exists(f"/proc/{p}/stat")
                 and open(f"/proc/{p}/stat").read().split()[2] != "Z"]
+
+
+def test_a_spare_waits_after_a_close_unless_a_job_is_opened(monkeypatch):
+    """The successor spare holds back for a moment after a close (the verdict is being delivered),
+    but a job opened meanwhile wants it at once: it must not wait out the delay."""
+    import judge.sandbox
+
+    monkeypatch.setattr(judge.sandbox, "SPARE_DELAY", 60.0)  # far longer than take() would wait
+    box = Sandbox(spares=True)
+    try:
+        limits = Limits(call_seconds=5, total_seconds=30)
+        first = box.open_job(limits)
+        first.close()
+        spare = next(iter(box._spare.values()))
+        assert not spare.ready.wait(0.2)  # held back
+        second = box.open_job(limits)  # wants it now: forked at once and handed out
+        assert second is spare.job and second.pid != first.pid
+        second.close()
+    finally:
+        box.close()
