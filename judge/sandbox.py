@@ -40,6 +40,10 @@ SCRATCH_BYTES = 64 << 20  # the scratch tmpfs of one job (as root)
 # the client need the cores for about a millisecond (measured: the last byte of the response
 # comes 3.1 ms after the verdict is stored with the fork at once, 1.4 ms with it 3 ms later).
 SPARE_DELAY = 0.004
+# Children kept forked ahead, per kind of limits: with two, a submission that arrives while the
+# previous one's successor is still being forked (a burst, or a worker taking its queue's next
+# one at once) finds one ready.
+SPARES_AHEAD = 2
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -75,11 +79,12 @@ class Sandbox:
     def __init__(self, scratch_root: str | None = None, start_timeout: float = 60.0,
                  require_isolation: bool = False, spares: bool = False):
         """``require_isolation``: refuse to run when Landlock or seccomp is missing (the service
-        does; ``judge local`` only warns). ``spares``: keep one locked-down child forked ahead
-        (the service's workers do; it takes the fork and lockdown off each verdict's path)."""
+        does; ``judge local`` only warns). ``spares``: keep locked-down children forked ahead
+        (``SPARES_AHEAD``; the service's workers do: it takes the fork and lockdown off each
+        verdict's path)."""
         self.spares = spares
         self.spin_seconds = SPIN_SECONDS  # how long both sides poll before sleeping (0: never)
-        self._spare: dict[tuple, _Spare] = {}
+        self._spare: dict[tuple, list[_Spare]] = {}  # limits → spares, oldest first
         self._wanted = threading.Event()  # a job is being opened: fork a delayed spare now
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -167,7 +172,7 @@ class Sandbox:
     def close(self) -> None:
         self.spares = False
         self._wanted.set()  # a spare held back (SPARE_DELAY) stops waiting, and is not forked
-        for spare in list(self._spare.values()):
+        for spare in [sp for spares in list(self._spare.values()) for sp in spares]:
             spare.ready.wait(5.0)
         self._background.put(None)
         for job in list(self._jobs.values()):  # spares and jobs never closed: reaped and wiped too
@@ -198,19 +203,24 @@ class Sandbox:
     # --- jobs ------------------------------------------------------------------------------
     def open_job(self, limits: Limits) -> "Job":
         """A locked-down child ready to load a submission. With ``spares``, one was forked and
-        locked down in advance (when the previous job closed) and is handed out now."""
+        locked down in advance (when an earlier job closed) and is handed out now."""
         if not self.alive:
             raise SandboxError("the sandbox zygote has stopped")
         if not self.spares:
             return self._open(limits)
         key = (limits.cpu_seconds, limits.memory_mb)
-        self._wanted.set()
         with self._lock:
-            spare = self._spare.pop(key, None)
+            spares = self._spare.get(key, [])
+            # a ready one if there is one, else the oldest (which is being forked)
+            spare = next((sp for sp in spares if sp.ready.is_set()), spares[0] if spares else None)
+            if spare is not None:
+                spares.remove(spare)
+        if spare is not None and not spare.ready.is_set():
+            self._wanted.set()  # held back after a close (SPARE_DELAY): wanted now
         job = spare.take() if spare is not None else None
         if job is None:
             job = self._open(limits)
-        # The next spare is forked when this job closes: forking and locking it down now would
+        # Its successor is forked when this job closes: forking and locking it down now would
         # take a core from this grading.
         job.spare_key = key
         job.limits = limits
@@ -258,9 +268,11 @@ class Sandbox:
         key = job.spare_key
         if key is not None and self.spares and self.alive:
             with self._lock:
-                if key not in self._spare:
+                spares = self._spare.setdefault(key, [])
+                if len(spares) < SPARES_AHEAD:
                     self._wanted.clear()
-                    self._spare[key] = _Spare(self, job.limits, delay=SPARE_DELAY)
+                while len(spares) < SPARES_AHEAD:
+                    spares.append(_Spare(self, job.limits, delay=SPARE_DELAY))
 
     def drain(self, timeout: float = 10.0) -> None:
         """Wait until every closed job has been reaped and wiped."""

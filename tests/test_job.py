@@ -58,20 +58,26 @@ def test_requests_sent_ahead_are_answered_in_order(sandbox):
 
 
 def test_spares_are_forked_when_a_job_closes():
+    import judge.sandbox
+
     box = Sandbox(spares=True)
     try:
         limits = Limits(call_seconds=5, total_seconds=30)
         first = box.open_job(limits)
         assert not box._spare  # not while the first job runs
         first.close()
-        spare = next(iter(box._spare.values()))
-        assert spare.ready.wait(30) and spare.job is not None
+        spares = list(next(iter(box._spare.values())))
+        assert len(spares) == judge.sandbox.SPARES_AHEAD
+        assert all(sp.ready.wait(30) and sp.job is not None for sp in spares)
         second = box.open_job(limits)
-        assert second is spare.job and second.pid != first.pid
+        assert second is spares[0].job and second.pid != first.pid
+        third = box.open_job(limits)  # a burst: the other one is ready too
+        assert third is spares[1].job and third.pid not in (first.pid, second.pid)
         second.close()
+        third.close()
     finally:
         box.close()
-    assert not [p for p in (first.pid, second.pid) if os.path.exists(f"/proc/{p}/stat")
+    assert not [p for p in (first.pid, second.pid, third.pid) if os.path.exists(f"/proc/{p}/stat")
                 and open(f"/proc/{p}/stat").read().split()[2] != "Z"]
 
 
@@ -86,7 +92,7 @@ def test_a_spare_waits_after_a_close_unless_a_job_is_opened(monkeypatch):
         limits = Limits(call_seconds=5, total_seconds=30)
         first = box.open_job(limits)
         first.close()
-        spare = next(iter(box._spare.values()))
+        spare = next(iter(box._spare.values()))[0]
         assert not spare.ready.wait(0.2)  # held back
         second = box.open_job(limits)  # wants it now: forked at once and handed out
         assert second is spare.job and second.pid != first.pid
