@@ -3,8 +3,9 @@
 Grading runs the tier tests in the judge's own process (only the submission runs in the sandbox),
 so workers are processes, not threads. Each worker is started with the "spawn" method (a fresh
 interpreter: nothing of the API process, and no API keys, is inherited), preloads every exercise's
-tests, reference, oracle and experiment and matplotlib, starts its ``Sandbox`` (fork+exec of a
-fresh zygote with a scrubbed environment), says it is ready, then claims submissions one at a time.
+tests, reference, oracle and experiment and the plot writer, starts its ``Sandbox`` (fork+exec of
+a fresh zygote with a scrubbed environment), says it is ready, then claims submissions one at a
+time; a new submission wakes the worker that went idle last (``judge.idle``: its caches are warm).
 Progress goes to the ``events`` table through ``grade(..., on_test=...)``, a few results per
 write (``judge.progress``); after committing any change to a submission a worker writes its id to
 the pool's pipe, so the API wakes whoever waits for it without polling.
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from judge.catalog import load_catalog, preview_dir
 from judge.config import Config
+from judge.idle import IdleWorkers
 from judge.progress import ProgressWriter, notify_change
 from judge.store import Job, Store
 
@@ -97,7 +99,7 @@ class Worker:
         from judge.grading import warm
 
         self.exercises = load_catalog(self.cfg)
-        warm([])  # torch settings and matplotlib, with its font cache
+        warm([])  # torch settings and the plot writer
         for i, (slug, ex) in enumerate(sorted(self.exercises.items())):
             try:
                 warm([ex])  # its tests, reference, oracle and experiment
@@ -138,13 +140,14 @@ class Worker:
         notify_change(self.changes_fd, sid, kind)
 
     # the loop ------------------------------------------------------------------------------
-    def serve(self, stop, wake, parent_pid: int, busy) -> None:
+    def serve(self, stop, idle: IdleWorkers, parent_pid: int, busy) -> None:
         from judge.sandbox import SPIN_SECONDS
 
         cores = os.cpu_count() or 1
         while not stop.is_set() and os.getppid() == parent_pid:
             job = self.store.claim(self.name)
             if job is not None:
+                idle.busy(self.index)
                 self.changed(job.id, "e")  # "running": news for event streams only
                 with busy.get_lock():
                     busy.value += 1
@@ -158,6 +161,7 @@ class Worker:
                 finally:
                     with busy.get_lock():
                         busy.value -= 1
+                    idle.idle(self.index, latest=True)  # the next submission wakes us first
             elif self.pending_previews:
                 ex = self.pending_previews.pop(0)
                 try:
@@ -165,7 +169,8 @@ class Worker:
                 except Exception:  # noqa: BLE001 - previews are a nicety; grading goes on
                     log.exception("could not build the previews of %s", ex.slug)
             else:  # woken at once by a new submission; polling catches retried ones
-                wake.acquire(timeout=self.cfg.poll_interval)
+                idle.idle(self.index)
+                idle.wait(self.index, self.cfg.poll_interval)
 
     def run(self, job: Job) -> None:
         told = False
@@ -242,7 +247,7 @@ class WeakSandbox(Exception):
 EXIT_REFUSED = 78  # a worker's exit status when it refuses to run (EX_CONFIG): not restarted
 
 
-def worker_main(cfg: Config, name: str, index: int, count: int, ready, stop, wake,
+def worker_main(cfg: Config, name: str, index: int, count: int, ready, stop, idle: IdleWorkers,
                 parent_pid: int, busy, changes=None) -> None:
     """The entry point of a worker process; ``changes`` is the write end of the pool's pipe."""
     _die_with_parent()
@@ -258,14 +263,14 @@ def worker_main(cfg: Config, name: str, index: int, count: int, ready, stop, wak
         worker.prepare()
         ready.set()
         log.info("worker %s ready (pid %d)", name, os.getpid())
-        worker.serve(stop, wake, parent_pid, busy)
+        worker.serve(stop, idle, parent_pid, busy)
     except WeakSandbox as e:
         log.critical("%s", e)
         code = EXIT_REFUSED
     finally:
         worker.close()
     logging.shutdown()
-    os._exit(code)  # skip the interpreter's slow teardown of torch and matplotlib
+    os._exit(code)  # skip the interpreter's slow teardown of torch
 
 
 # --- the pool, in the API process -----------------------------------------------------------
@@ -276,7 +281,7 @@ class WorkerPool:
         self.limits = limits or {}  # exercise → its total_seconds, for the overrun watchdog
         self.ctx = mp.get_context("spawn")
         self.stop_event = self.ctx.Event()
-        self.wake = self.ctx.Semaphore(0)  # one release per new submission
+        self.idle = IdleWorkers(self.ctx, cfg.workers)  # a new submission wakes the last idle
         self.busy = self.ctx.Value("i", 0)  # workers grading right now
         # Workers write a submission's id here after each commit; the API reads it (Changes).
         self._changes_r, self._changes_w = self.ctx.Pipe(duplex=False)
@@ -299,16 +304,17 @@ class WorkerPool:
         slot["ready"] = self.ctx.Event()
         proc = self.ctx.Process(target=worker_main, name=f"judge-worker-{slot['index']}", daemon=True,
                                 args=(self.cfg.without_secrets(), slot["name"], slot["index"],
-                                      self.cfg.workers, slot["ready"], self.stop_event, self.wake,
+                                      self.cfg.workers, slot["ready"], self.stop_event, self.idle,
                                       os.getpid(), self.busy, self._changes_w))
         proc.start()
         slot["proc"], slot["started"] = proc, time.monotonic()
 
     def notify(self) -> None:
-        """A submission was queued: wake one idle worker now rather than at its next poll."""
+        """A submission was queued: wake the most recently idle worker now rather than at its
+        next poll (``judge.idle``)."""
         try:
-            self.wake.release()
-        except (ValueError, OSError):
+            self.idle.wake_one()
+        except (ValueError, OSError, AttributeError):  # stopping
             pass
 
     @property
@@ -395,6 +401,6 @@ class WorkerPool:
             self._monitor.join(2.0)  # last: workers it started die with it (PR_SET_PDEATHSIG)
         for slot in self.slots:  # free the semaphores now, not at interpreter exit
             slot["ready"] = slot["proc"] = None
-        self.stop_event = self.wake = None
+        self.stop_event = self.idle = None
         self._changes_w.close()  # the API stopped listening (Changes.stop) before this
         self._changes_r.close()
