@@ -147,6 +147,10 @@ class Job:
                 wire.send_until(self.sock, wire.frame(header, blobs), max(self.deadline, time.monotonic() + 0.1))
             else:
                 self._send_draining(wire.frame(header, blobs), drain, during)
+        except TimeoutError:  # it stopped reading its input
+            self.kill()
+            raise SubmissionFailure("time_limit", f"{during} ran past the exercise's total limit "
+                                    f"({self.limits.total_seconds:g} s)") from None
         except OSError:
             self._fail(during)
         self._sent_at = time.monotonic()
@@ -195,9 +199,14 @@ class Job:
                 which = "its call limit" if deadline < self.deadline else "the exercise's total limit"
                 raise SubmissionFailure("time_limit", f"{during} ran past {which} ({call_seconds:g} s "
                                         f"per call, {self.limits.total_seconds:g} s in all)")
-        # The reply is complete once its first byte is here, unless the child dies mid-frame.
+        # The reply is complete once its first byte is here, unless the child dies or stalls
+        # mid-frame.
         try:
             return wire.recv(self.sock, deadline=max(deadline, time.monotonic() + 0.1))
+        except TimeoutError:
+            self.kill()
+            raise SubmissionFailure("time_limit", f"{during} ran past its call limit "
+                                    f"({call_seconds:g} s): its answer began but never ended") from None
         except (EOFError, OSError, wire.WireError):
             self._fail(during)
 

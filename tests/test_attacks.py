@@ -213,6 +213,12 @@ class TestMoreAttacks:
         v = run_attack("inherited_fds", sandbox)
         assert v.verdict == "rejected"
 
+    def test_half_a_frame_then_silence_is_a_stopped_process(self, sandbox):
+        v = run_attack("half_frame", sandbox)
+        assert v.verdict == "rejected" and v.error is not None
+        assert v.error.kind == "time_limit" and "answer began but never ended" in v.error.message, v.error
+        assert v.timings.total_ms < 1000 * FAST.limits.total_seconds  # never waited past it
+
     def test_udp_and_dns_are_blocked(self, sandbox):
         v = run_attack("udp_dns", sandbox)
         assert v.verdict == "rejected" and "reached" not in v.output
