@@ -9,6 +9,7 @@ could not complete, logged with its traceback and shown to the learner without i
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import logging
 import time
@@ -39,8 +40,14 @@ def collect(exercise: Exercise) -> dict[str, list[Callable]]:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
+def _parameters(fn: Callable) -> tuple[str, ...]:
+    """A test's parameter names (tests are loaded once per process: so are their signatures)."""
+    return tuple(inspect.signature(fn).parameters)
+
+
 def _fixtures(fn: Callable, available: dict[str, Any]) -> dict[str, Any]:
-    params = inspect.signature(fn).parameters
+    params = _parameters(fn)
     unknown = [p for p in params if p not in available]
     if unknown:
         raise ExerciseError(f"{fn.__module__}.{fn.__name__} asks for unknown fixtures {unknown}; "
