@@ -145,8 +145,8 @@ class Job:
         try:
             if drain is None:  # bounded by the job's limit
                 wire.send_until(self.sock, wire.frame(header, blobs), max(self.deadline, time.monotonic() + 0.1))
-            else:
-                self._send_draining(wire.frame(header, blobs), drain, during)
+            else:  # while the child's input is full, read the answers it owes
+                wire.send_until(self.sock, wire.frame(header, blobs), self.deadline, on_full=drain)
         except TimeoutError:  # it stopped reading its input
             self.kill()
             raise SubmissionFailure("time_limit", f"{during} ran past the exercise's total limit "
@@ -154,18 +154,6 @@ class Job:
         except OSError:
             self._fail(during)
         self._sent_at = time.monotonic()
-
-    def _send_draining(self, data: bytes, drain: Callable[[], bool], during: str) -> None:
-        view = memoryview(data)
-        while view:
-            try:
-                view = view[self.sock.send(view):]
-            except BlockingIOError:
-                if not drain() and not select.select([], [self.sock], [],
-                                                     max(self.deadline - time.monotonic(), 0))[1]:
-                    self.kill()
-                    raise SubmissionFailure("time_limit", f"{during} ran past the exercise's total "
-                                            f"limit ({self.limits.total_seconds:g} s)") from None
 
     def reply(self, *, during: str, since: float | None = None) -> wire.Message:
         """The next answer, due within a call's limit of ``since`` (by default, when the last

@@ -16,7 +16,7 @@ import select
 import socket
 import struct
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -50,14 +50,19 @@ def send(sock: socket.socket, header: dict, blobs: list[bytes] = ()) -> None:
     sock.sendall(frame(header, blobs))  # one syscall, one wake-up
 
 
-def send_until(sock: socket.socket, data: bytes, deadline: float) -> None:
+def send_until(sock: socket.socket, data: bytes, deadline: float,
+               on_full: Callable[[], bool] | None = None) -> None:
     """Send all of ``data`` on a non-blocking socket by ``deadline`` (``time.monotonic``); a
-    small frame goes in one syscall, and only a full peer makes us wait (``TimeoutError``)."""
+    small frame goes in one syscall, and only a full peer makes us wait (``TimeoutError``).
+    ``on_full``: called when the peer's input is full, before waiting; True means it made room
+    (e.g. read an answer the peer was blocked writing), so sending is tried again at once."""
     view = memoryview(data)
     while view:
         try:
             view = view[sock.send(view):]
         except BlockingIOError:
+            if on_full is not None and on_full():
+                continue
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not select.select([], [sock], [], remaining)[1]:
                 raise TimeoutError("the peer did not read in time") from None
