@@ -196,11 +196,17 @@ def wait_for_previews(data_dir: str, exercises, timeout: float = 120.0) -> None:
         time.sleep(0.1)
 
 
-def _ppid(pid: int) -> int:
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state first); [] if it is gone."""
     try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return -1
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _ppid(pid: int) -> int:
+    f = _stat(pid)
+    return int(f[1]) if len(f) > 1 else -1
 
 
 def service_latency(svc: Service, exercises, n: int) -> dict[str, dict[str, float]]:
@@ -224,10 +230,7 @@ def service_latency(svc: Service, exercises, n: int) -> dict[str, dict[str, floa
 
 def _cpu_ms(pid: int) -> float:
     """CPU time of ``pid`` and of its children it has reaped (the zygote reaps each sandbox)."""
-    try:
-        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
+    f = _stat(pid)
     return sum(int(x) for x in f[11:15]) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
