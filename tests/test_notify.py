@@ -5,11 +5,14 @@ results reach the events table in batches, in order, all of them before the verd
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
 import threading
 import time
+
+import pytest
 
 from judge.api_support import Changes
 from judge.config import Config
@@ -27,41 +30,50 @@ def run(coro):
     return asyncio.run(coro)
 
 
+@pytest.fixture
+def pipe():
+    r, w = os.pipe()
+    yield r, w
+    os.close(r)
+    os.close(w)
+
+
+@contextlib.asynccontextmanager
+async def listening(store: Store, interval: float, fd: int | None):
+    """The API's ``Changes``, listening in the running loop for the block."""
+    changes = Changes(store, interval=interval, fd=fd)
+    changes.start()
+    try:
+        yield changes
+    finally:
+        changes.stop()
+
+
 # --- Changes (the API's side) ----------------------------------------------------------------
 
-def test_a_notification_wakes_its_waiters_without_the_poll(tmp_path):
+def test_a_notification_wakes_its_waiters_without_the_poll(tmp_path, pipe):
     store = Store(tmp_path / "j.db")
-    r, w = os.pipe()
+    r, w = pipe
 
     async def main():
-        changes = Changes(store, interval=3600.0, fd=r)  # the poll would never come in time
-        changes.start()
-        try:
+        async with listening(store, 3600.0, r) as changes:  # the poll would never come in time
             waiting = asyncio.create_task(changes.wait("a" * 24, 30.0))
             other = asyncio.create_task(changes.wait("b" * 24, 0.3))
             await asyncio.sleep(0.01)
             threading.Timer(0.05, notify_change, (w, "a" * 24)).start()
             assert await waiting is True
             assert await other is False  # another submission's notification does not wake it
-        finally:
-            changes.stop()
 
-    try:
-        run(main())
-    finally:
-        os.close(r)
-        os.close(w)
+    run(main())
 
 
-def test_new_events_wake_only_event_streams(tmp_path):
+def test_new_events_wake_only_event_streams(tmp_path, pipe):
     store = Store(tmp_path / "j.db")
-    r, w = os.pipe()
+    r, w = pipe
     sid = "c" * 24
 
     async def main():
-        changes = Changes(store, interval=3600.0, fd=r)
-        changes.start()
-        try:
+        async with listening(store, 3600.0, r) as changes:
             stream = asyncio.create_task(changes.wait(sid, 30.0, events=True))
             verdict = asyncio.create_task(changes.wait(sid, 0.3))
             await asyncio.sleep(0.01)
@@ -72,14 +84,8 @@ def test_new_events_wake_only_event_streams(tmp_path):
             await asyncio.sleep(0.01)
             notify_change(w, sid, "s")
             assert await verdict is True
-        finally:
-            changes.stop()
 
-    try:
-        run(main())
-    finally:
-        os.close(r)
-        os.close(w)
+    run(main())
 
 
 def test_without_notifications_the_poll_still_wakes_waiters(tmp_path):
@@ -87,29 +93,21 @@ def test_without_notifications_the_poll_still_wakes_waiters(tmp_path):
     sid = store.add("x", "glm5_mis", "submit", "x = 1", queue_max=10)
 
     async def main():
-        changes = Changes(store, interval=0.02, fd=None)
-        changes.start()
-        try:
+        async with listening(store, 0.02, None) as changes:
             waiting = asyncio.create_task(changes.wait(sid, 30.0))
             await asyncio.sleep(0.1)  # the poll has seen the current state
             assert not waiting.done()
             store.progress(sid, {"tier": "T0", "name": "t", "status": "passed"})  # nobody notifies
             assert await waiting is True
-        finally:
-            changes.stop()
 
     run(main())
 
 
-def test_a_full_pipe_never_blocks_the_writer():
-    r, w = os.pipe()
+def test_a_full_pipe_never_blocks_the_writer(pipe):
+    _, w = pipe
     os.set_blocking(w, False)
-    try:
-        for _ in range(10000):  # far more than a pipe holds: the extra ones are dropped
-            notify_change(w, "d" * 24)
-    finally:
-        os.close(r)
-        os.close(w)
+    for _ in range(10000):  # far more than a pipe holds: the extra ones are dropped
+        notify_change(w, "d" * 24)
 
 
 # --- ProgressWriter (the worker's side) --------------------------------------------------------
@@ -171,10 +169,10 @@ class RecordingWorker(Worker):
         super().changed(sid, kind)
 
 
-def test_worker_notifies_after_each_commit_and_writes_every_result_before_the_verdict(tmp_path, sandbox):
+def test_worker_notifies_after_each_commit_and_writes_every_result_before_the_verdict(tmp_path, sandbox, pipe):
     cfg = Config(database_url=f"sqlite:///{tmp_path / 'judge.db'}", workers=1, data_dir=tmp_path / "data",
                  exercises=("glm5_mis",))
-    r, w = os.pipe()
+    r, w = pipe
     os.set_blocking(r, False)
     os.set_blocking(w, False)
     worker = RecordingWorker(cfg, "wtest", 0, 1, changes_fd=w)
@@ -187,8 +185,6 @@ def test_worker_notifies_after_each_commit_and_writes_every_result_before_the_ve
         lines = os.read(r, 1 << 16).decode().split("\n")[:-1]
     finally:
         worker.sandbox = None
-        os.close(r)
-        os.close(w)
     assert set(lines) <= {f"s{sid}", f"e{sid}"} and lines[-1] == f"s{sid}"
     v = Verdict.model_validate_json(store.get(sid, None)["verdict"])
     n_tests = sum(len(t.tests) for t in v.tiers)

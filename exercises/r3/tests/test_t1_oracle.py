@@ -7,15 +7,21 @@ from judge.testing import assert_close, batch, check_tensor, sibling, visible
 cases = sibling(__file__, "_cases")
 
 
-def _gates_vs_oracle(sub, oracle, ctx, salt, sf):
+def _drawn_cases(ctx, salt):
+    """Every T1 size in every dtype, smallest first, each with its routing scale drawn in turn:
+    ((N, E, k, D, D_out), dtype, (x, router_logits, expert_idx, expert_weight))."""
     g = ctx.generator(salt)
+    for n, e, k, d, d_out in cases.T1_SIZES:
+        for dtype in cases.DTYPES:
+            scale = 0.5 + 3.5 * float(torch.rand((), generator=g))
+            yield (n, e, k, d, d_out), dtype, cases.make_case(g, n, e, k, d, d_out, dtype, scale=scale)
+
+
+def _gates_vs_oracle(sub, oracle, ctx, salt, sf):
     runs = []
     with batch(sub) as b:  # every case first (the same draws as one case at a time), then checked in order
-        for n, e, k, d, d_out in cases.T1_SIZES:
-            for dtype in cases.DTYPES:
-                scale = 0.5 + 3.5 * float(torch.rand((), generator=g))
-                _, u, idx, _ = cases.make_case(g, n, e, k, d, d_out, dtype, scale=scale)
-                runs.append((n, e, k, dtype, u, idx, b.replay_gates(u, idx, score_function=sf)))
+        for (n, e, k, _, _), dtype, (_, u, idx, _) in _drawn_cases(ctx, salt):
+            runs.append((n, e, k, dtype, u, idx, b.replay_gates(u, idx, score_function=sf)))
     for n, e, k, dtype, u, idx, pending in runs:
         what = f"replay_gates(score_function={sf!r}) on N={n}, E={e}, k={k}, {dtype}"
         got = check_tensor(pending.value, what=what, shape=(n, k), dtype=dtype)
@@ -24,15 +30,11 @@ def _gates_vs_oracle(sub, oracle, ctx, salt, sf):
 
 
 def _forward_vs_oracle(sub, oracle, ctx, salt, sf):
-    g = ctx.generator(salt)
     runs = []
     with batch(sub) as b:  # every case first (the same draws as one case at a time), then checked in order
-        for n, e, k, d, d_out in cases.T1_SIZES:
-            for dtype in cases.DTYPES:
-                scale = 0.5 + 3.5 * float(torch.rand((), generator=g))
-                x, u, idx, w = cases.make_case(g, n, e, k, d, d_out, dtype, scale=scale)
-                runs.append((n, e, k, d, d_out, dtype, x, u, idx, w,
-                             b.moe_replay_forward(x, u, idx, w, score_function=sf)))
+        for (n, e, k, d, d_out), dtype, (x, u, idx, w) in _drawn_cases(ctx, salt):
+            runs.append((n, e, k, d, d_out, dtype, x, u, idx, w,
+                         b.moe_replay_forward(x, u, idx, w, score_function=sf)))
     for n, e, k, d, d_out, dtype, x, u, idx, w, pending in runs:
         what = f"moe_replay_forward(score_function={sf!r}) on N={n}, E={e}, k={k}, D={d}, D_out={d_out}, {dtype}"
         got = check_tensor(pending.value, what=what, shape=(n, d_out), dtype=dtype)
