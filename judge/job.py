@@ -83,6 +83,7 @@ class Job:
         # Non-blocking for good: sends and reads wait in select() only when they must, against
         # the deadlines (no per-message timeout to set, no poll before every read).
         sock.setblocking(False)
+        self.reader = wire.Reader(sock)  # every read of the socket goes through it
         self.closed = False
 
     # --- events from the zygote ------------------------------------------------------------
@@ -173,8 +174,9 @@ class Job:
     def _receive(self, call_seconds: float, *, during: str,
                  since: float | None = None) -> tuple[dict, bytearray]:
         deadline = min((since or time.monotonic()) + call_seconds, self.deadline)
-        # Most replies come within microseconds: poll for a moment before sleeping in select().
-        ready = [self.sock] if wire.spin_until_readable(self.sock, self.box.spin_seconds) else []
+        # Most replies come within microseconds: poll for a moment before sleeping in select()
+        # (and an answer already read along with the previous one needs no wait at all).
+        ready = [self.sock] if self.reader.poll(self.box.spin_seconds) else []
         while not ready:  # wait for the reply, draining the child's output meanwhile
             remaining = deadline - time.monotonic()
             waiting = [self.sock] + ([self._out_fd] if self._out_fd >= 0 else [])
@@ -190,7 +192,7 @@ class Job:
         # The reply is complete once its first byte is here, unless the child dies or stalls
         # mid-frame.
         try:
-            return wire.recv(self.sock, deadline=max(deadline, time.monotonic() + 0.1))
+            return self.reader.recv(deadline=max(deadline, time.monotonic() + 0.1))
         except TimeoutError:
             self.kill()
             raise SubmissionFailure("time_limit", f"{during} ran past its call limit "

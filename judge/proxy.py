@@ -118,7 +118,7 @@ class _Encoded:
         proxy._copy_back(self.host_in, msg)
         result_tree = h.get("result")
         outs: list[torch.Tensor] = []
-        result = msg.value(result_tree, outs)
+        result = proxy._decode(msg, result_tree, outs)
         nodes = _tensor_nodes(result_tree)
         proxy._check_return(fn, result, nodes)
         if not outs:
@@ -247,6 +247,15 @@ class SubmissionProxy:
         if self._in_flight is not None:
             self._in_flight.collect()
 
+    def _decode(self, msg: wire.Message, tree: Any, tensors: list | None = None) -> Any:
+        """A value of the child's answer; a malformed one ends the grading, as a bad frame does."""
+        try:
+            return msg.value(tree, tensors)
+        except (wire.WireError, KeyError, TypeError) as e:
+            self._job.kill()
+            raise SubmissionFailure("runtime_error", f"the submission's process sent a malformed "
+                                    f"reply: {e}") from None
+
     def _raise(self, fn: str, exc: dict) -> None:
         kind, type_name = exc.get("kind"), str(exc.get("type", "Exception"))[:100]
         message = str(exc.get("message", ""))[:2000] + str(exc.get("where", ""))[:200]
@@ -272,7 +281,7 @@ class SubmissionProxy:
         tree = msg.header.get("mutated")
         if not tree:
             return
-        mutated = msg.value(tree)
+        mutated = self._decode(msg, tree)
         if not isinstance(mutated, dict):
             return
         for key, new in mutated.items():
@@ -304,7 +313,7 @@ class SubmissionProxy:
         tree = msg.header.get(key)
         if tree is None:
             return None
-        got = msg.value(tree)
+        got = self._decode(msg, tree)
         if not isinstance(got, list) or len(got) != len(inputs):
             return None
         out: list[torch.Tensor | None] = []

@@ -25,6 +25,7 @@ SPIN_SECONDS = 0.0005  # how long to poll for the judge's next call before sleep
 class Session:
     def __init__(self, sock: socket.socket):
         self.sock = sock
+        self.reader = wire.Reader(sock)
         self.module: types.ModuleType | None = None
         self.graphs: dict[int, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
         self.next_handle = 1
@@ -108,14 +109,17 @@ class Session:
         if outs and inputs:
             handle = self.next_handle
             self.next_handle += 1
-            self.graphs[handle] = (outs, inputs)
             if len(outs) == 1 and outs[0].numel() == 1:
                 # A scalar loss: its gradient for d(loss) = 1 goes along now, which saves the
-                # judge a round trip on backward() (backward is linear in d(loss)).
+                # judge a round trip on backward() (backward is linear in d(loss)); the judge
+                # never asks for this graph again, so it is freed now (a kept graph holds its
+                # saved tensors, and every later call then allocates fresh memory).
                 try:
-                    values["eager"] = _grad(outs, inputs, [torch.ones_like(outs[0])])
+                    values["eager"] = _grad(outs, inputs, [torch.ones_like(outs[0])], retain=False)
+                    return {"ok": True, "handle": handle}, values
                 except BaseException:  # noqa: BLE001 - the judge asks again, and sees the error
                     pass
+            self.graphs[handle] = (outs, inputs)
         return {"ok": True, "handle": handle}, values
 
     def backward(self, h: dict, msg: wire.Message) -> None:
@@ -133,8 +137,8 @@ class Session:
 
     def serve(self) -> None:
         while True:
-            wire.spin_until_readable(self.sock, self.spin)
-            header, payload = wire.recv(self.sock)
+            self.reader.poll(self.spin)
+            header, payload = self.reader.recv()
             op = header.get("op")
             if op == "exit":  # report our own resource use, then go
                 ru = resource.getrusage(resource.RUSAGE_SELF)
@@ -186,19 +190,19 @@ def prewarm() -> None:
         blobs: list = []
         header = {"fn": "loss", "args": wire.encode([x, x * 0.9, x > 0], blobs),
                   "kwargs": wire.encode({"clip": 0.2}, blobs), "grad": [True, False, False]}
-        header = wire.json.loads(wire.json.dumps(header))
-        msg = wire.Message(header, bytearray(b"".join(bytes(b) for b in blobs)))
-        wire.json.dumps(session.run_call(header, msg)[0])
+        header, payload = wire.unframe(wire.frame(header, blobs))
+        wire.frame(*session.run_call(header, wire.Message(header, payload)))
         session.graphs.clear()
 
 
-def _grad(outs: list[torch.Tensor], inputs: list[torch.Tensor], grads_out: list) -> list:
+def _grad(outs: list[torch.Tensor], inputs: list[torch.Tensor], grads_out: list,
+          retain: bool = True) -> list:
     """d(outs)/d(inputs) for the given output gradients (None for an unused input), keeping the
-    graph for the next backward. ``torch.autograd.grad`` with ``allow_unused=True,
-    retain_graph=True``, minus its Python argument handling (~10 µs of a ~60 µs call)."""
+    graph for the next backward unless ``retain`` is False. ``torch.autograd.grad`` with
+    ``allow_unused=True``, minus its Python argument handling (~10 µs of a ~60 µs call)."""
     if _ENGINE is None or not all(type(g) is torch.Tensor for g in grads_out):
-        return list(torch.autograd.grad(outs, inputs, grads_out, allow_unused=True, retain_graph=True))
-    return list(_ENGINE.run_backward(tuple(outs), tuple(grads_out), True, False, tuple(inputs),
+        return list(torch.autograd.grad(outs, inputs, grads_out, allow_unused=True, retain_graph=retain))
+    return list(_ENGINE.run_backward(tuple(outs), tuple(grads_out), retain, False, tuple(inputs),
                                      True, False))
 
 

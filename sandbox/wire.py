@@ -41,6 +41,11 @@ class WireError(Exception):
 # --- framing -------------------------------------------------------------------------------
 
 def frame(header: dict, blobs: list[bytes] = ()) -> bytes:
+    """One frame. With tensor blobs (``encode``'s: each tensor's bytes, then its padding), the
+    header also lists each tensor's byte count (``nb``), so the receiver finds every tensor's
+    bytes without walking the value tree."""
+    if blobs:
+        header["nb"] = [len(b) for b in blobs[0::2]]
     head = json.dumps(header, separators=(",", ":")).encode()
     size = sum(len(b) for b in blobs)
     return b"".join([_FRAME.pack(len(head), size), head, *blobs])
@@ -68,51 +73,126 @@ def send_until(sock: socket.socket, data: bytes, deadline: float,
                 raise TimeoutError("the peer did not read in time") from None
 
 
-def spin_until_readable(sock: socket.socket, seconds: float) -> bool:
-    """Poll ``sock`` for a short while before the caller blocks on it: back-to-back calls then
-    skip two scheduler wake-ups (tens of microseconds each on small VMs)."""
-    end = time.perf_counter() + seconds
-    fd = sock.fileno()
-    while time.perf_counter() < end:
-        if select.select([fd], [], [], 0)[0]:
+class Reader:
+    """The frames arriving on one socket, in as few system calls as possible: one ``recv``
+    takes whatever has arrived (a small frame whole, or several), and what follows the frame
+    asked for is kept for the next one. Works on blocking and non-blocking sockets; all reads
+    of the socket must go through it."""
+
+    CHUNK = 1 << 16  # bytes asked for per recv
+    DIRECT = 1 << 18  # a larger payload is read straight into its own buffer
+
+    def __init__(self, sock: socket.socket, max_payload: int = MAX_PAYLOAD):
+        self.sock, self.max_payload = sock, max_payload
+        self._buf = bytearray()  # received, not yet returned
+        self._chunk = memoryview(bytearray(self.CHUNK))
+        self._eof = False
+
+    def pending(self) -> bool:
+        """Whether bytes of a frame are already here (then no wait on the socket is needed)."""
+        return bool(self._buf) or self._eof
+
+    def poll(self, seconds: float) -> bool:
+        """True when bytes are here or arrive within ``seconds``, polling without sleeping:
+        back-to-back calls then skip two scheduler wake-ups (tens of microseconds on small
+        VMs), and the poll that finds them has already read them."""
+        if self._buf or self._eof:
             return True
-        os.sched_yield()  # when the cores are busy, whoever we wait for gets ours
-    return False
+        end = time.perf_counter() + seconds
+        while True:
+            try:
+                self._fill(socket.MSG_DONTWAIT)
+                return True
+            except BlockingIOError:
+                pass
+            except OSError:  # reset or closed: the next recv says so
+                return True
+            if time.perf_counter() >= end:
+                return False
+            os.sched_yield()  # when the cores are busy, whoever we wait for gets ours
 
+    def _fill(self, flags: int = 0) -> None:
+        n = self.sock.recv_into(self._chunk, self.CHUNK, flags)
+        if n == 0:
+            self._eof = True
+        else:
+            self._buf += self._chunk[:n]
 
-def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytearray:
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        try:
-            k = sock.recv_into(view[got:], n - got)
-        except BlockingIOError:  # a non-blocking socket (the judge's): wait, within the deadline
-            remaining = -1.0 if deadline is None else deadline - time.monotonic()
-            if remaining <= 0 or not select.select([sock], [], [], remaining)[0]:
-                raise TimeoutError("the rest of the frame did not come in time") from None
-            continue
-        if k == 0:
+    def _wait(self, deadline: float | None) -> None:
+        """Read more; on a non-blocking socket, wait for it within ``deadline``."""
+        if self._eof:
             raise EOFError("peer closed the connection")
-        got += k
-    return buf
+        try:
+            self._fill()
+        except BlockingIOError:
+            remaining = -1.0 if deadline is None else deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self.sock], [], [], remaining)[0]:
+                raise TimeoutError("the rest of the frame did not come in time") from None
+        if self._eof:
+            raise EOFError("peer closed the connection")
+
+    def recv(self, deadline: float | None = None) -> tuple[dict, bytearray]:
+        """The next frame. On a non-blocking socket, ``deadline`` (``time.monotonic``) bounds
+        the wait for what has not arrived yet; a blocking socket just blocks."""
+        buf = self._buf
+        while len(buf) < _FRAME.size:
+            self._wait(deadline)
+        head_len, size = _FRAME.unpack_from(buf)
+        if head_len > MAX_HEADER or size > self.max_payload:
+            raise WireError(f"frame too large ({head_len} header bytes, {size} payload bytes)")
+        start = _FRAME.size + head_len
+        while len(buf) < start:
+            self._wait(deadline)
+        head = bytes(buf[_FRAME.size:start])
+        if size <= self.DIRECT:
+            while len(buf) < start + size:
+                self._wait(deadline)
+            payload = buf[start:start + size]  # a copy: tensors view it
+            del buf[:start + size]
+        else:  # read straight into the payload's own buffer, and not past it
+            payload = bytearray(size)
+            got = min(len(buf) - start, size)
+            payload[:got] = buf[start:start + got]
+            del buf[:start + got]
+            view = memoryview(payload)
+            while got < size:
+                try:
+                    k = self.sock.recv_into(view[got:], size - got)
+                except BlockingIOError:
+                    remaining = -1.0 if deadline is None else deadline - time.monotonic()
+                    if remaining <= 0 or not select.select([self.sock], [], [], remaining)[0]:
+                        raise TimeoutError("the rest of the frame did not come in time") from None
+                    continue
+                if k == 0:
+                    self._eof = True
+                    raise EOFError("peer closed the connection")
+                got += k
+        return _header(head), payload
 
 
-def recv(sock: socket.socket, max_payload: int = MAX_PAYLOAD,
-         deadline: float | None = None) -> tuple[dict, bytearray]:
-    """One frame. On a non-blocking socket, ``deadline`` (``time.monotonic``) bounds the wait for
-    the rest of a frame whose first bytes are here; a blocking socket just blocks."""
-    head_len, size = _FRAME.unpack(_recv_exact(sock, _FRAME.size, deadline))
-    if head_len > MAX_HEADER or size > max_payload:
-        raise WireError(f"frame too large ({head_len} header bytes, {size} payload bytes)")
+def _header(head: bytes) -> dict:
     try:
-        header = json.loads(_recv_exact(sock, head_len, deadline))
+        header = json.loads(head)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise WireError(f"bad header: {e}") from None
     if not isinstance(header, dict):
         raise WireError("header is not an object")
-    payload = _recv_exact(sock, size, deadline) if size else bytearray()
-    return header, payload
+    return header
+
+
+def unframe(data: bytes) -> tuple[dict, bytearray]:
+    """The header and payload of one whole frame held in memory (what ``frame`` made)."""
+    head_len, size = _FRAME.unpack_from(data)
+    start = _FRAME.size + head_len
+    if len(data) != start + size:
+        raise WireError("truncated or overlong frame")
+    return _header(data[_FRAME.size:start]), bytearray(data[start:])
+
+
+def recv(sock: socket.socket, max_payload: int = MAX_PAYLOAD,
+         deadline: float | None = None) -> tuple[dict, bytearray]:
+    """One frame from a socket read by nothing else (what follows it in the socket is lost)."""
+    return Reader(sock, max_payload).recv(deadline)
 
 
 # --- values ----------------------------------------------------------------------------------
@@ -207,30 +287,28 @@ def tensor_nbytes(node: dict) -> int:
     return math.prod(shape) * size
 
 
-def blob_table(header_tensors: list[dict], payload: bytearray) -> list[tuple[int, int]]:
-    """Byte ranges of the blobs, in order (each padded to ALIGN), checked against the payload."""
-    ranges, pos = [], 0
-    for node in header_tensors:
-        n = tensor_nbytes(node)
-        ranges.append((pos, n))
-        pos += n + (-n % ALIGN)
-    if pos != len(payload):
-        raise WireError(f"payload holds {len(payload)} bytes, the header describes {pos}")
-    return ranges
-
-
 class Message:
-    """A decoded frame: ``header`` plus a resolver for the tensor nodes it mentions."""
+    """A decoded frame: ``header`` plus a resolver for the tensor nodes it mentions.
+
+    The header's ``nb`` lists each tensor's byte count, in payload order (each padded to
+    ALIGN); a tensor node ``{"T": i, "dtype", "shape"}`` is checked against its count when it
+    is decoded."""
 
     def __init__(self, header: dict, payload: bytearray):
         self.header = header
         self.payload = payload
-        nodes: list[dict] = []
-        _collect_tensor_nodes(header, nodes, 0)
-        nodes.sort(key=lambda n: n["T"] if type(n.get("T")) is int else -1)
-        if [n["T"] for n in nodes] != list(range(len(nodes))):
-            raise WireError("tensor indices are not 0..n-1")
-        self._ranges = blob_table(nodes, payload)
+        nb = header.get("nb", [])
+        if type(nb) is not list or len(nb) > MAX_NODES:
+            raise WireError("bad tensor table")
+        starts, pos = [], 0
+        for n in nb:
+            if type(n) is not int or n < 0:
+                raise WireError("bad tensor table")
+            starts.append(pos)
+            pos += n + (-n % ALIGN)
+        if pos != len(payload):
+            raise WireError(f"payload holds {len(payload)} bytes, the header describes {pos}")
+        self._nb, self._starts = nb, starts
         self._view: memoryview | None = None
         self._base: int | None = None
 
@@ -251,30 +329,19 @@ class Message:
         return _decode_with(tree, self, 0, [0], tensors)
 
     def tensor(self, node: dict) -> torch.Tensor:
-        start, n = self._ranges[node["T"]]
+        i = node["T"]
+        if type(i) is not int or not 0 <= i < len(self._nb):
+            raise WireError("bad tensor index")
+        n = tensor_nbytes(node)
+        if n != self._nb[i]:
+            raise WireError(f"tensor {i} has {self._nb[i]} bytes, its node describes {n}")
         dtype = DTYPES[node["dtype"]]
         if n == 0:
             return torch.empty(node["shape"], dtype=dtype)
         # A view of this message's own payload (aligned): no copy; the payload lives as long
         # as any tensor made from it.
         return torch.frombuffer(self.payload, dtype=dtype, count=n // _ITEMSIZE[node["dtype"]],
-                                offset=start).reshape(node["shape"])
-
-
-def _collect_tensor_nodes(tree: Any, out: list, depth: int) -> None:
-    if depth > MAX_DEPTH + 4 or len(out) > MAX_NODES:
-        raise WireError("header too large or too deep")
-    if type(tree) is dict:
-        if "T" in tree and "dtype" in tree:
-            if type(tree["T"]) is not int:
-                raise WireError("bad tensor index")
-            out.append(tree)
-            return
-        for v in tree.values():
-            _collect_tensor_nodes(v, out, depth + 1)
-    elif type(tree) is list:
-        for v in tree:
-            _collect_tensor_nodes(v, out, depth + 1)
+                                offset=self._starts[i]).reshape(node["shape"])
 
 
 def _decode_with(tree: Any, msg: Message, depth: int, count: list,

@@ -41,8 +41,52 @@ def warm() -> None:
     opt = torch.optim.SGD([x], lr=0.1)
     opt.step()
     torch.nn.functional.softmax(x.float(), -1).topk(2, -1)
+    for dtype in (torch.float64, torch.float32):
+        _warm_ops(dtype)
     import numpy  # noqa: F401
     import math, typing, dataclasses, functools, itertools, collections  # noqa: E401,F401
+
+
+def _warm_ops(dtype) -> None:
+    """One forward and backward through the tensor operations policy losses are written with.
+
+    A process pays on its first call of each operation (argument parsing tables, dispatch and
+    autograd caches: 0.1-0.3 ms per submission function's first call); done here once, every
+    child inherits the result instead of paying it in its first tier."""
+    import torch
+    import torch.nn.functional as F
+
+    x = torch.linspace(-1, 1, 12, dtype=dtype).reshape(4, 3).requires_grad_(True)
+    y = (x.detach() * 0.9).clone()
+    m = torch.tensor([[1, 1, 0], [1, 0, 0], [1, 1, 1], [0, 0, 0]], dtype=torch.bool)
+    w = m.to(dtype)
+    r = torch.exp(x - y)
+    r2 = (x - y).exp().clamp(0.8, 1.2).clamp_min(1e-3).clamp_max(10.0)
+    terms = [
+        torch.where(m, r, torch.zeros_like(r)).sum(-1) / m.sum(-1).clamp(min=1),
+        torch.minimum(r * w, r2 * w).mean(dim=-1, keepdim=True).squeeze(-1),
+        torch.maximum(r, r2).min(dim=-1).values + r.max(-1).values,
+        torch.clamp(r, min=torch.full_like(r, 0.5), max=torch.ones_like(r) * 2).sum(1),
+        (x.square() + 1).sqrt().reciprocal().log().sum(-1) + x.abs().log1p().sum(-1),
+        torch.sigmoid(x).sum(-1) + F.logsigmoid(x).sum(-1) + F.softplus(x).sum(-1),
+        torch.softmax(x, -1).gather(-1, torch.zeros(4, 1, dtype=torch.long)).squeeze(-1),
+        torch.log_softmax(x, -1)[:, 0] + torch.logsumexp(x, -1) + x.tanh().sum(-1),
+        torch.std(x, -1) + x.var(-1, unbiased=False) + x.masked_fill(~m, 0).sum(-1),
+        torch.einsum("ij,ij->i", x, w) + (x * w).cumsum(-1)[:, -1] + x.pow(2).prod(-1),
+        torch.stack([x[:, 0], x[:, 1]], 0).sum(0) + torch.cat([x, y], -1).sum(-1),
+        x.unsqueeze(0).expand(2, 4, 3).reshape(8, 3).view(2, 12).t().sum(1)[:4],
+        (x.sign() * x).sum(-1) + x.neg().flatten().reshape(4, 3).sum(-1),
+    ]
+    loss = torch.stack(terms).nan_to_num().sum() / w.sum().clamp(min=1)
+    torch.autograd.grad(loss, [x], retain_graph=True)
+    loss.backward()
+    with torch.no_grad():
+        v = x.detach()
+        _ = (v.isfinite().all(), v.isnan().any(), (v > 0) & (v < 1) | ~(v == 0), v.ne(0).logical_and(m),
+             v.count_nonzero(), v.sort(-1), torch.topk(v, 2, -1), v.argmax(-1), v.norm(), v.long(),
+             v.double().float().bool(), v.tolist(), float(v.sum()), v.mean().item(), torch.arange(4),
+             torch.ones(2, 3, dtype=dtype), torch.full((2,), 1.0), torch.tensor([1.0, 2.0], dtype=dtype),
+             torch.isclose(v, v), torch.allclose(v, v), torch.equal(v, v), v.numel(), v.expand_as(v))
 
 
 class Zygote:

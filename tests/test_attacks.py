@@ -219,6 +219,12 @@ class TestMoreAttacks:
         assert v.error.kind == "time_limit" and "answer began but never ended" in v.error.message, v.error
         assert v.timings.total_ms < 1000 * FAST.limits.total_seconds  # never waited past it
 
+    def test_a_forged_reply_with_bad_tensor_nodes_is_a_malformed_reply(self, sandbox):
+        v = run_attack("forged_reply", sandbox)
+        assert v.verdict == "rejected" and v.error is not None, v.error
+        assert v.error.kind == "runtime_error" and "malformed reply" in v.error.message, v.error
+        assert "forged a reply" in v.output
+
     def test_udp_and_dns_are_blocked(self, sandbox):
         v = run_attack("udp_dns", sandbox)
         assert v.verdict == "rejected" and "reached" not in v.output

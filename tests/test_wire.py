@@ -61,17 +61,28 @@ def frame(header: dict, payload: bytes = b"") -> bytes:
 
 
 @pytest.mark.parametrize("header,payload,match", [
-    ({"v": {"T": 0, "dtype": "float32", "shape": [4]}}, b"\0" * 8, "payload"),  # too few bytes
-    ({"v": {"T": 0, "dtype": "object", "shape": [1]}}, b"\0" * 8, "bad tensor"),
-    ({"v": {"T": 1, "dtype": "float32", "shape": [1]}}, b"\0" * 4, "indices"),
-    ({"v": {"T": 0, "dtype": "float32", "shape": [-1]}}, b"", "bad tensor"),
+    ({"nb": [16], "v": {"T": 0, "dtype": "float32", "shape": [4]}}, b"\0" * 8, "payload"),  # too few bytes
+    ({"nb": [8], "v": {"T": 0, "dtype": "float32", "shape": [4]}}, b"\0" * 8, "describes 16"),
+    ({"nb": [8], "v": {"T": 0, "dtype": "object", "shape": [1]}}, b"\0" * 8, "bad tensor"),
+    ({"nb": [4], "v": {"T": 1, "dtype": "float32", "shape": [1]}}, b"\0" * 8, "index"),
+    ({"nb": [4], "v": {"T": True, "dtype": "float32", "shape": [1]}}, b"\0" * 8, "index"),
+    ({"nb": [0], "v": {"T": 0, "dtype": "float32", "shape": [-1]}}, b"", "bad tensor"),
+    ({"nb": [-8], "v": 1}, b"", "table"),
+    ({"nb": {"0": 8}, "v": 1}, b"\0" * 8, "table"),
 ])
 def test_malformed_tensor_nodes_are_rejected(header, payload, match):
     a, b = socket.socketpair()
     a.sendall(frame(header, payload))
     h, p = wire.recv(b)
     with pytest.raises(wire.WireError, match=match):
-        wire.Message(h, p)
+        wire.Message(h, p).value(h["v"])
+
+
+def test_a_tensor_table_that_does_not_cover_the_payload_is_rejected():
+    with pytest.raises(wire.WireError, match="payload holds 16 bytes"):
+        wire.Message({"nb": [4]}, bytearray(16))
+    with pytest.raises(wire.WireError, match="payload holds 0 bytes"):
+        wire.Message({"nb": [1]}, bytearray())
 
 
 def test_oversized_and_garbage_frames_are_rejected():
@@ -105,7 +116,8 @@ def test_encode_and_decode_list_the_tensors_that_cross_in_the_same_order():
     tree = wire.encode(value, blobs, tensors=sent)
     assert [t is u for t, u in zip(sent, (x, y, z))] == [True] * 3 and len(sent) == 3
     got: list = []
-    out = wire.Message({"v": tree}, bytearray(b"".join(bytes(b) for b in blobs))).value(tree, got)
+    header, payload = wire.unframe(wire.frame({"v": tree}, blobs))
+    out = wire.Message(header, payload).value(header["v"], got)
     assert [float(t[0]) for t in got] == [0.0, 1.0, 2.0]
     assert got[0] is out[0] and got[2] is out[1][1]["k"]
 
@@ -136,3 +148,53 @@ def test_send_until_gives_up_on_a_peer_that_does_not_read():
     assert b.recv(100) == b"x" * 100
     with pytest.raises(TimeoutError):
         wire.send_until(a, b"x" * (64 << 20), time.monotonic() + 0.05)  # more than the buffers hold
+
+
+def test_a_reader_returns_frames_that_arrived_together_one_at_a_time():
+    a, b = socket.socketpair()
+    reader = wire.Reader(b)
+    frames = []
+    for i in range(3):
+        blobs = []
+        tree = wire.encode([torch.full((i + 1,), float(i))], blobs)
+        frames.append(wire.frame({"v": tree, "i": i}, blobs))
+    a.sendall(b"".join(frames))  # three frames in one write: read in one recv
+    for i in range(3):
+        header, payload = reader.recv()
+        assert header["i"] == i
+        assert wire.Message(header, payload).value(header["v"])[0].tolist() == [float(i)] * (i + 1)
+    assert not reader.pending() and not reader.poll(0.001)
+    a.sendall(frames[0][:3])  # a frame's first bytes: pending, the rest is waited for
+    assert reader.poll(0)
+    a.sendall(frames[0][3:])
+    assert reader.recv()[0]["i"] == 0
+    a.close()
+    assert reader.poll(0)  # the peer's end is news too: the next recv says so
+    with pytest.raises(EOFError):
+        reader.recv()
+
+
+def test_a_reader_reads_a_large_payload_straight_into_its_buffer_and_no_further():
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    reader = wire.Reader(b)
+    big = torch.arange(300_000, dtype=torch.float64)  # 2.4 MB: more than the socket buffers
+    blobs = []
+    tree = wire.encode([big], blobs)
+    data = wire.frame({"v": tree}, blobs) + wire.frame({"next": 1})
+    import threading
+    sender = threading.Thread(target=wire.send_until, args=(a, data, __import__("time").monotonic() + 5))
+    sender.start()
+    header, payload = reader.recv()
+    sender.join()
+    assert torch.equal(wire.Message(header, payload).value(header["v"])[0], big)
+    assert reader.recv()[0] == {"next": 1}  # the following frame was not swallowed
+
+
+def test_unframe_reads_a_frame_held_in_memory():
+    blobs = []
+    tree = wire.encode({"x": torch.ones(3, dtype=torch.int32)}, blobs)
+    header, payload = wire.unframe(wire.frame({"v": tree}, blobs))
+    assert wire.Message(header, payload).value(header["v"])["x"].tolist() == [1, 1, 1]
+    with pytest.raises(wire.WireError, match="truncated"):
+        wire.unframe(wire.frame({"v": tree}, blobs)[:-1])
