@@ -52,6 +52,8 @@ def _tensor_nodes(tree: Any) -> list[dict]:
 
 
 def _rebuild(tree: Any, tensors: list[torch.Tensor]) -> Any:
+    if isinstance(tree, torch.Tensor):  # the usual result: one tensor
+        return tensors[0]
     it = iter(tensors)
 
     def go(v: Any) -> Any:

@@ -34,6 +34,10 @@ DTYPES: dict[str, torch.dtype] = {
 _DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 
 
+# One encoder for every frame (json.dumps with options builds a new one per call).
+_JSON = json.JSONEncoder(separators=(",", ":"))
+
+
 class WireError(Exception):
     """A malformed, oversized or truncated message."""
 
@@ -46,8 +50,8 @@ def frame(header: dict, blobs: list[bytes] = ()) -> bytes:
     bytes without walking the value tree."""
     if blobs:
         header["nb"] = [len(b) for b in blobs[0::2]]
-    head = json.dumps(header, separators=(",", ":")).encode()
-    size = sum(len(b) for b in blobs)
+    head = _JSON.encode(header).encode()
+    size = sum(map(len, blobs))
     return b"".join([_FRAME.pack(len(head), size), head, *blobs])
 
 
@@ -206,21 +210,27 @@ def encode(value: Any, blobs: list[bytes], *, depth: int = 0,
            tensors: list[torch.Tensor] | None = None) -> Any:
     """Encode a value tree; each tensor appends its bytes and their padding to ``blobs`` (and
     itself to ``tensors`` when given: the tensors that cross, in the order the peer decodes them)."""
+    return _encode(value, blobs, depth, tensors)
+
+
+def _encode(value: Any, blobs: list, depth: int, tensors: list | None) -> Any:
     if depth > MAX_DEPTH:
         raise WireError("value nested too deeply")
-    if isinstance(value, torch.Tensor):
+    t = type(value)
+    if t is torch.Tensor or isinstance(value, torch.Tensor):
         if tensors is not None:
             tensors.append(value)
         return _encode_tensor(value, blobs)
-    if value is None or isinstance(value, (bool, int, str)) and type(value) in (bool, int, str):
+    if value is None or t is bool or t is int or t is str:  # exactly these: no subclasses
         return value
-    if type(value) is float:
+    if t is float:
         return {"f": value if math.isfinite(value) else repr(value)}
-    if type(value) in (list, tuple):
-        items = [encode(v, blobs, depth=depth + 1, tensors=tensors) for v in value]
-        return {"L": items} if type(value) is list else {"U": items}
-    if type(value) is dict and all(type(k) is str for k in value):
-        return {"D": [[k, encode(v, blobs, depth=depth + 1, tensors=tensors)] for k, v in value.items()]}
+    if t is list:
+        return {"L": [_encode(v, blobs, depth + 1, tensors) for v in value]}
+    if t is tuple:
+        return {"U": [_encode(v, blobs, depth + 1, tensors) for v in value]}
+    if t is dict and all(type(k) is str for k in value):
+        return {"D": [[k, _encode(v, blobs, depth + 1, tensors)] for k, v in value.items()]}
     return {"O": type_name(value), "r": _safe_repr(value)}
 
 
@@ -279,12 +289,15 @@ def _encode_tensor(t: torch.Tensor, blobs: list) -> dict:
 
 
 def tensor_nbytes(node: dict) -> int:
-    size = _ITEMSIZE.get(node.get("dtype"))
+    n = _ITEMSIZE.get(node.get("dtype"))
     shape = node.get("shape")
-    if size is None or type(shape) is not list or len(shape) > 8 \
-            or not all(type(s) is int and 0 <= s <= MAX_PAYLOAD for s in shape):
+    if n is None or type(shape) is not list or len(shape) > 8:
         raise WireError("bad tensor node")
-    return math.prod(shape) * size
+    for s in shape:
+        if type(s) is not int or not 0 <= s <= MAX_PAYLOAD:
+            raise WireError("bad tensor node")
+        n *= s
+    return n
 
 
 class Message:
@@ -335,13 +348,14 @@ class Message:
         n = tensor_nbytes(node)
         if n != self._nb[i]:
             raise WireError(f"tensor {i} has {self._nb[i]} bytes, its node describes {n}")
-        dtype = DTYPES[node["dtype"]]
+        name, shape = node["dtype"], node["shape"]
         if n == 0:
-            return torch.empty(node["shape"], dtype=dtype)
+            return torch.empty(shape, dtype=DTYPES[name])
         # A view of this message's own payload (aligned): no copy; the payload lives as long
         # as any tensor made from it.
-        return torch.frombuffer(self.payload, dtype=dtype, count=n // _ITEMSIZE[node["dtype"]],
-                                offset=self._starts[i]).reshape(node["shape"])
+        t = torch.frombuffer(self.payload, dtype=DTYPES[name], count=n // _ITEMSIZE[name],
+                             offset=self._starts[i])
+        return t if len(shape) == 1 else t.view(shape)
 
 
 def _decode_with(tree: Any, msg: Message, depth: int, count: list,
