@@ -181,18 +181,26 @@ def prewarm() -> None:
               'import torch.nn.functional as F\n\n\ndef f(x: torch.Tensor, eps: float = 0.2) -> '
               'torch.Tensor:\n    """Doc."""\n    if x.dim() != 2:\n        raise ValueError(f"{x.shape}")\n'
               '    return torch.where(x > 0, x, -x).sum() * math.log(2) / max(1, x.shape[0])\n')
-    exec(compile(source, SUBMISSION_FILE, "exec", dont_inherit=True), types.ModuleType("prewarm").__dict__)
+    module = types.ModuleType("prewarm")
+    exec(compile(source, SUBMISSION_FILE, "exec", dont_inherit=True), module.__dict__)
+    module.loss = loss
     session = Session(_Discard())  # type: ignore[arg-type]
-    session.module = types.ModuleType("prewarm")
-    session.module.loss = loss
-    for dtype in (torch.float64, torch.float32):
-        x = torch.randn(4, 3, dtype=dtype)
+    session.module = module
+    x = torch.randn(4, 3, dtype=torch.float64)
+    # a scalar loss in both float dtypes (its gradient goes along), a per-token result (its
+    # graph kept for a backward), and a call that raises (the exception's reply)
+    calls = [("loss", [x, x * 0.9, x > 0], [True, False, False]),
+             ("loss", [x.float(), x.float() * 0.9, x > 0], [True, False, False]),
+             ("f", [x], [True]), ("f", [x[0]], [True])]
+    raises = module.f  # ValueError unless 2-D
+    module.f = lambda t: t.exp() * 2 if t.dim() == 2 else raises(t)
+    for fn, args, grad in calls:
         blobs: list = []
-        header = {"fn": "loss", "args": wire.encode([x, x * 0.9, x > 0], blobs),
-                  "kwargs": wire.encode({"clip": 0.2}, blobs), "grad": [True, False, False]}
+        header = {"fn": fn, "args": wire.encode(args, blobs),
+                  "kwargs": wire.encode({"clip": 0.2} if fn == "loss" else {}, blobs), "grad": grad}
         header, payload = wire.unframe(wire.frame(header, blobs))
         wire.frame(*session.run_call(header, wire.Message(header, payload)))
-        session.graphs.clear()
+    session.graphs.clear()
 
 
 def _grad(outs: list[torch.Tensor], inputs: list[torch.Tensor], grads_out: list,
