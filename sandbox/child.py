@@ -8,6 +8,7 @@ under a handle until the judge releases it.
 
 from __future__ import annotations
 
+import math
 import resource
 import socket
 import sys
@@ -233,36 +234,30 @@ def _grad_flags(h: dict) -> list[bool]:
 class _Watch:
     """Which inputs a call changed in place, at the cost of one copy and one compare.
 
-    Every non-empty input is a view of the request's payload, so a snapshot of the bytes they
-    span shows any write through any alias; their (address, shape, strides) show a resize_,
-    set_ or in-place transpose. Only when something changed are the inputs compared one by one.
+    Every non-empty input is a view of the request's payload, so a snapshot of the payload shows
+    any write through any alias; their (address, shape, strides) show a resize_, set_ or in-place
+    transpose. Only when something changed are the inputs compared one by one.
     """
 
     def __init__(self, flat: list[torch.Tensor], msg: wire.Message):
-        self.flat, self.view = flat, msg.buffer()
-        self.base = msg.base_address()
-        self.marks = [_mark(t) for t in flat]
-        spans = [(p - self.base, p - self.base + n) for p, _, _, n in self.marks if n]
-        self.lo = min((a for a, _ in spans), default=0)
-        self.hi = max((b for _, b in spans), default=0)
-        self.before = bytes(self.view[self.lo:self.hi])
+        self.flat, self.msg = flat, msg
+        self.before = bytes(msg.payload)
+        self.marks = [(t.data_ptr(), t.shape, t.stride()) for t in flat]
 
     def mutated(self) -> dict[str, torch.Tensor]:
-        if self.view[self.lo:self.hi] == self.before and all(
-                _mark(t)[:3] == m[:3] for t, m in zip(self.flat, self.marks)):
+        if self.msg.payload == self.before and all(
+                (t.data_ptr(), t.shape, t.stride()) == m for t, m in zip(self.flat, self.marks)):
             return {}
+        base, view = self.msg.base_address(), self.msg.buffer()
         out = {}
         for i, (t, m) in enumerate(zip(self.flat, self.marks)):
-            p, _, _, n = m
-            a = p - self.base
-            if _mark(t)[:3] != m[:3] or (n and self.view[a:a + n] != self.before[a - self.lo:a - self.lo + n]):
+            a = m[0] - base
+            n = math.prod(m[1]) * t.element_size()
+            if (t.data_ptr(), t.shape, t.stride()) != m or \
+                    (n and 0 <= a and view[a:a + n] != self.before[a:a + n]):
                 with torch._C.DisableTorchFunctionSubclass():
                     out[str(i)] = torch.Tensor.detach(t)
         return out
-
-
-def _mark(t: torch.Tensor) -> tuple:
-    return t.data_ptr(), tuple(t.shape), t.stride(), t.numel() * t.element_size()
 
 
 def _encode_values(header: dict, values: dict[str, Any]) -> list:

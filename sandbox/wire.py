@@ -363,9 +363,10 @@ def _decode_with(tree: Any, msg: Message, depth: int, count: list,
     count[0] += 1
     if count[0] > MAX_NODES or depth > MAX_DEPTH:
         raise WireError("value tree too large or too deep")
-    if tree is None or type(tree) in (bool, int, str):
-        return tree
-    if type(tree) is not dict or not tree:
+    kind = type(tree)
+    if kind is not dict:
+        if tree is None or kind is bool or kind is int or kind is str:
+            return tree
         raise WireError("bad value node")
     if "T" in tree:
         t = msg.tensor(tree)
@@ -377,18 +378,22 @@ def _decode_with(tree: Any, msg: Message, depth: int, count: list,
         if type(v) in (int, float) or v in ("nan", "inf", "-inf"):
             return float(v)
         raise WireError("bad float node")
-    if "L" in tree or "U" in tree:
-        items = tree.get("L", tree.get("U"))
+    items = tree.get("L", tree.get("U"))
+    if items is not None:
         if type(items) is not list:
             raise WireError("bad list node")
         out = [_decode_with(v, msg, depth + 1, count, tensors) for v in items]
         return out if "L" in tree else tuple(out)
     if "D" in tree:
         items = tree["D"]
-        if type(items) is not list or not all(type(p) is list and len(p) == 2 and type(p[0]) is str
-                                              for p in items):
+        if type(items) is not list:
             raise WireError("bad dict node")
-        return {k: _decode_with(v, msg, depth + 1, count, tensors) for k, v in items}
+        d = {}
+        for p in items:
+            if type(p) is not list or len(p) != 2 or type(p[0]) is not str:
+                raise WireError("bad dict node")
+            d[p[0]] = _decode_with(p[1], msg, depth + 1, count, tensors)
+        return d
     if "O" in tree:
         return Opaque(str(tree["O"])[:200], str(tree.get("r", ""))[:200])
     raise WireError("unknown value node")
