@@ -1,0 +1,69 @@
+"""The helpers tier tests are written with: comparisons that explain the first mismatch."""
+
+import math
+
+import pytest
+import torch
+
+from judge.testing import Feedback, assert_close, check_tensor, expect_raises, tolerance
+
+F64 = torch.float64
+
+
+def test_values_within_the_dtype_tolerance_pass():
+    e = torch.tensor([1.0, -2.0, 0.0], dtype=F64)
+    assert_close(e + 1e-13, e, what="x")
+    assert_close((e + 1e-6).float(), e, what="x")  # float32 gets a float32-sized tolerance
+    with pytest.raises(Feedback):
+        assert_close(e + 1e-6, e, what="x")  # in float64 it does not
+
+
+def test_the_first_mismatch_is_named_with_its_index_and_count():
+    e = torch.zeros(2, 3, dtype=F64)
+    a = e.clone()
+    a[1, 2], a[0, 1] = 0.5, 0.25
+    with pytest.raises(Feedback, match=r"w at index \(0, 1\): expected 0, got 0\.25 \(2 of 6 values differ"):
+        assert_close(a, e, what="w")
+
+
+@pytest.mark.parametrize("got,expected,equal_nan,ok", [
+    (math.nan, math.nan, False, False),
+    (math.nan, math.nan, True, True),
+    (math.nan, 1.0, True, False),
+    (1.0, math.nan, True, False),
+    (math.inf, math.inf, False, True),
+    (-math.inf, math.inf, False, False),
+    (1e308, math.inf, False, False),
+    (math.inf, 1e308, False, False),
+])
+def test_nans_and_infinities(got, expected, equal_nan, ok):
+    a, e = torch.tensor([0.5, got], dtype=F64), torch.tensor([0.5, expected], dtype=F64)
+    if ok:
+        assert_close(a, e, what="v", equal_nan=equal_nan)
+    else:
+        with pytest.raises(Feedback, match=r"v at index \(1,\)"):
+            assert_close(a, e, what="v", equal_nan=equal_nan)
+
+
+def test_shape_and_type_mismatches_say_what_was_expected():
+    with pytest.raises(Feedback, match=r"expected shape \(3,\), got \(1, 3\)"):
+        assert_close(torch.zeros(1, 3), torch.zeros(3), what="x")
+    with pytest.raises(Feedback, match="expected a tensor, got a Python float"):
+        assert_close(0.0, torch.zeros(()), what="x")
+
+
+def test_explicit_tolerances_override_the_dtype_defaults():
+    e = torch.ones(4, dtype=F64)
+    assert_close(e * 1.01, e, what="x", rtol=0.02)
+    with pytest.raises(Feedback, match="rtol=0.001"):
+        assert_close(e * 1.01, e, what="x", rtol=1e-3)
+    assert tolerance(F64) < tolerance(torch.float32)
+
+
+def test_check_tensor_and_expect_raises():
+    assert check_tensor(torch.zeros(2), what="f", shape=(2,), dtype=torch.float32).shape == (2,)
+    with pytest.raises(Feedback, match=r"a scalar loss has shape \(\), not \(1,\)"):
+        check_tensor(torch.zeros(1), what="f", shape=())
+    with pytest.raises(Feedback, match="expected ValueError, but nothing was raised"):
+        expect_raises(ValueError, lambda: None, what="f")
+    expect_raises(ValueError, int, "x", what="f")
