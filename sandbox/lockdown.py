@@ -99,8 +99,8 @@ def build_seccomp_filter():
     return f
 
 
-def load_seccomp(f, own_pid: int) -> None:
-    """Signals only to ourselves, then load the filter into this process and its threads."""
+def _signal_rules(f, own_pid: int) -> None:
+    """Signals only to ourselves."""
     import pyseccomp as sc
 
     eperm = sc.ERRNO(errno.EPERM)
@@ -108,13 +108,64 @@ def load_seccomp(f, own_pid: int) -> None:
     f.add_rule(eperm, "tgkill", sc.Arg(0, sc.NE, own_pid))
     f.add_rule(eperm, "rt_sigqueueinfo", sc.Arg(0, sc.NE, own_pid))
     f.add_rule(eperm, "rt_tgsigqueueinfo", sc.Arg(0, sc.NE, own_pid))
+
+
+def load_seccomp(f, own_pid: int) -> None:
+    """Signals only to ourselves, then load the filter into this process and its threads."""
+    _signal_rules(f, own_pid)
     f.load()
 
 
+def compile_seccomp(own_pid: int) -> bytes:
+    """The whole filter for a child whose pid is ``own_pid``, as the BPF program libseccomp
+    would load. A zygote whose children are each PID 1 of a fresh PID namespace compiles it
+    once; each child then loads it as it is (~0.05 ms instead of ~0.7 ms of compiling)."""
+    f = build_seccomp_filter()
+    _signal_rules(f, own_pid)
+    fd = os.memfd_create("seccomp-bpf", os.MFD_CLOEXEC)
+    try:
+        with os.fdopen(os.dup(fd), "rb") as out:
+            f.export_bpf(out)
+        program = os.pread(fd, 1 << 20, 0)
+    finally:
+        os.close(fd)
+    if not program or len(program) % 8:
+        raise OSError(errno.EINVAL, "libseccomp exported no BPF program")
+    return program
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
+                ("k", ctypes.c_uint)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+
+
+def load_seccomp_program(program: bytes) -> None:
+    """Load a BPF program from ``compile_seccomp``, as libseccomp's load does (no_new_privs,
+    then the filter; this process is single-threaded right after fork)."""
+    n = len(program) // 8
+    insns = (_SockFilter * n).from_buffer_copy(program)
+    prog = _SockFprog(n, insns)
+    zero = ctypes.c_ulong(0)
+    if _libc.prctl(ctypes.c_int(PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), zero, zero, zero) != 0 or \
+            _libc.prctl(ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER),
+                        ctypes.byref(prog), zero, zero) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"could not load the seccomp filter: {os.strerror(e)}")
+
+
 def isolate(*, scratch: str, root: bool, seccomp_filter, limits: dict,
-            read_paths: list[str] | None = None) -> Report:
+            read_paths: list[str] | None = None, seccomp_program: bytes | None = None) -> Report:
     """Apply every layer this machine allows; return which ones are in force. ``read_paths``:
-    what Landlock lets the child read (``python_paths()``, which a zygote computes once)."""
+    what Landlock lets the child read (``python_paths()``, which a zygote computes once);
+    ``seccomp_program``: the filter compiled for PID 1 (``compile_seccomp(1)``), used when this
+    child is PID 1 of its own PID namespace."""
     rep = Report()
     os.setsid()
     rep.layers.append("session")
@@ -137,7 +188,10 @@ def isolate(*, scratch: str, root: bool, seccomp_filter, limits: dict,
         rep.layers.append(f"landlock abi {abi}")
     except OSError as e:
         rep.missing.append(f"landlock ({e})")
-    if seccomp_filter is not None:
+    if seccomp_program is not None and os.getpid() == 1:
+        load_seccomp_program(seccomp_program)
+        rep.layers.append("seccomp")
+    elif seccomp_filter is not None:
         load_seccomp(seccomp_filter, os.getpid())
         rep.layers.append("seccomp")
     else:

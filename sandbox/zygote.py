@@ -110,6 +110,13 @@ class Zygote:
                 self.pidns_fd = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
             except OSError:
                 self.pidns_fd = -1
+        # Each child is PID 1 of its own PID namespace: the same filter fits them all, compiled once.
+        self.seccomp_program = None
+        if self.seccomp is not None and self.pidns_fd >= 0:
+            try:
+                self.seccomp_program = lockdown.compile_seccomp(1)
+            except Exception as e:  # noqa: BLE001 - children compile their own, as without a PID namespace
+                print(f"zygote: could not precompile the seccomp filter: {e}", file=sys.stderr)
         self.cgroups = None
         self.groups: dict[int, str] = {}  # pid → its cgroup
         if self.root:
@@ -237,7 +244,8 @@ class Zygote:
             os.environ.clear()
             os.environ.update(env)
             rep = lockdown.isolate(scratch=req["scratch"], root=self.root, seccomp_filter=self.seccomp,
-                                   limits=limits, read_paths=self.read_paths)
+                                   limits=limits, read_paths=self.read_paths,
+                                   seccomp_program=self.seccomp_program)
             sock = socket.socket(fileno=3)
             if req.get("prewarm"):
                 try:
