@@ -129,11 +129,15 @@ class Reader:
         try:
             self._fill()
         except BlockingIOError:
-            remaining = -1.0 if deadline is None else deadline - time.monotonic()
-            if remaining <= 0 or not select.select([self.sock], [], [], remaining)[0]:
-                raise TimeoutError("the rest of the frame did not come in time") from None
+            self._until_readable(deadline)
         if self._eof:
             raise EOFError("peer closed the connection")
+
+    def _until_readable(self, deadline: float | None) -> None:
+        """A non-blocking socket has nothing yet: wait for more until ``deadline``."""
+        remaining = -1.0 if deadline is None else deadline - time.monotonic()
+        if remaining <= 0 or not select.select([self.sock], [], [], remaining)[0]:
+            raise TimeoutError("the rest of the frame did not come in time") from None
 
     def recv(self, deadline: float | None = None) -> tuple[dict, bytearray]:
         """The next frame. On a non-blocking socket, ``deadline`` (``time.monotonic``) bounds
@@ -163,9 +167,7 @@ class Reader:
                 try:
                     k = self.sock.recv_into(view[got:], size - got)
                 except BlockingIOError:
-                    remaining = -1.0 if deadline is None else deadline - time.monotonic()
-                    if remaining <= 0 or not select.select([self.sock], [], [], remaining)[0]:
-                        raise TimeoutError("the rest of the frame did not come in time") from None
+                    self._until_readable(deadline)
                     continue
                 if k == 0:
                     self._eof = True
