@@ -92,10 +92,6 @@ class Reader:
         self._chunk = memoryview(bytearray(self.CHUNK))
         self._eof = False
 
-    def pending(self) -> bool:
-        """Whether bytes of a frame are already here (then no wait on the socket is needed)."""
-        return bool(self._buf) or self._eof
-
     def poll(self, seconds: float) -> bool:
         """True when bytes are here or arrive within ``seconds``, polling without sleeping:
         back-to-back calls then skip two scheduler wake-ups (tens of microseconds on small
