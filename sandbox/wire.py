@@ -1,10 +1,11 @@
 """The safe encoding of messages between the judge and a sandboxed submission.
 
 A frame is ``!II`` (header length, payload length), a JSON header, then the raw bytes of every
-tensor in the header, concatenated. Values form a small JSON tree; a tensor is a node naming its
-dtype (from a fixed list), shape and byte range in the payload. Nothing is ever unpickled and no
-code object crosses: a malicious peer can only send wrong numbers, bad JSON or oversized frames,
-and each of those is a ``WireError``.
+tensor in the header, concatenated, each padded to 8 bytes. Values form a small JSON tree; a
+tensor is a node ``{"T": i, "dtype", "shape"}`` (dtype from a fixed list), and the header's
+``nb`` lists each tensor's byte count in payload order, against which a node is checked when it
+is decoded. Nothing is ever unpickled and no code object crosses: a malicious peer can only send
+wrong numbers, bad JSON or oversized frames, and each of those is a ``WireError``.
 """
 
 from __future__ import annotations
