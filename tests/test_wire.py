@@ -198,3 +198,19 @@ def test_unframe_reads_a_frame_held_in_memory():
     assert wire.Message(header, payload).value(header["v"])["x"].tolist() == [1, 1, 1]
     with pytest.raises(wire.WireError, match="truncated"):
         wire.unframe(wire.frame({"v": tree}, blobs)[:-1])
+
+
+def test_a_large_payload_that_stops_midway_times_out_at_the_deadline():
+    import time
+    a, b = socket.socketpair()
+    b.setblocking(False)
+    big = torch.zeros(100_000, dtype=torch.float64)  # 800 kB: read straight into its buffer
+    blobs = []
+    data = wire.frame({"v": wire.encode([big], blobs)}, blobs)
+    a.setblocking(False)
+    sent = a.send(data[:len(data) // 2])  # half of it, then nothing
+    assert 0 < sent < len(data)
+    t = time.monotonic()
+    with pytest.raises(TimeoutError):
+        wire.Reader(b).recv(deadline=t + 0.05)
+    assert time.monotonic() - t >= 0.04
