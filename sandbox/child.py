@@ -248,13 +248,13 @@ class _Watch:
         if self.msg.payload == self.before and all(
                 (t.data_ptr(), t.shape, t.stride()) == m for t, m in zip(self.flat, self.marks)):
             return {}
-        base, view = self.msg.base_address(), self.msg.buffer()
+        base, payload = self.msg.base_address(), self.msg.payload
         out = {}
         for i, (t, m) in enumerate(zip(self.flat, self.marks)):
             a = m[0] - base
             n = math.prod(m[1]) * t.element_size()
             if (t.data_ptr(), t.shape, t.stride()) != m or \
-                    (n and 0 <= a and view[a:a + n] != self.before[a:a + n]):
+                    (n and 0 <= a and payload[a:a + n] != self.before[a:a + n]):
                 with torch._C.DisableTorchFunctionSubclass():
                     out[str(i)] = torch.Tensor.detach(t)
         return out

@@ -192,11 +192,6 @@ def unframe(data: bytes) -> tuple[dict, bytearray]:
     return _header(data[_FRAME.size:start]), bytearray(data[start:])
 
 
-def recv(sock: socket.socket, max_payload: int = MAX_PAYLOAD,
-         deadline: float | None = None) -> tuple[dict, bytearray]:
-    """One frame from a socket read by nothing else (what follows it in the socket is lost)."""
-    return Reader(sock, max_payload).recv(deadline)
-
 
 # --- values ----------------------------------------------------------------------------------
 
@@ -205,11 +200,10 @@ def type_name(x: Any) -> str:
     return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
-def encode(value: Any, blobs: list[bytes], *, depth: int = 0,
-           tensors: list[torch.Tensor] | None = None) -> Any:
+def encode(value: Any, blobs: list[bytes], *, tensors: list[torch.Tensor] | None = None) -> Any:
     """Encode a value tree; each tensor appends its bytes and their padding to ``blobs`` (and
     itself to ``tensors`` when given: the tensors that cross, in the order the peer decodes them)."""
-    return _encode(value, blobs, depth, tensors)
+    return _encode(value, blobs, 0, tensors)
 
 
 def _encode(value: Any, blobs: list, depth: int, tensors: list | None) -> Any:
@@ -321,14 +315,7 @@ class Message:
         if pos != len(payload):
             raise WireError(f"payload holds {len(payload)} bytes, the header describes {pos}")
         self._nb, self._starts = nb, starts
-        self._view: memoryview | None = None
         self._base: int | None = None
-
-    def buffer(self) -> memoryview:
-        """The payload's bytes, which every non-empty tensor of this message views."""
-        if self._view is None:
-            self._view = memoryview(self.payload)
-        return self._view
 
     def base_address(self) -> int:
         """The payload's address in memory (0 when empty)."""

@@ -2,11 +2,11 @@
 
 Started by the judge as ``python -m sandbox.zygote CTRL_FD [--huge-pages]`` with a scrubbed
 environment (``--huge-pages``: for a zygote that will fork many children, see
-``collapse_to_huge_pages``). It never
-imports the judge, ``reference/`` or any test, and never reads job payloads: the judge passes each
-job's socket and output pipe over the SOCK_SEQPACKET control socket (``socket.send_fds``), the
-zygote forks, and the child locks itself down and talks to the judge directly. The zygote reports
-each child's start and exit (status and resource use), and kills a child on request.
+``collapse_to_huge_pages``). It never imports the judge, ``reference/`` or any test, and never
+reads job payloads: the judge passes each job's socket and output pipe over the SOCK_SEQPACKET
+control socket (``socket.send_fds``), the zygote forks, and the child locks itself down and talks
+to the judge directly. The zygote reports each child's start and exit (status and resource use),
+and kills a child on request.
 
 Control messages (JSON, one per packet):
   judge → zygote  {"op": "start", "id", "scratch", "limits"} + fds [job socket, output pipe]

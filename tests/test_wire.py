@@ -15,7 +15,7 @@ def roundtrip(value):
     blobs = []
     tree = wire.encode(value, blobs)
     wire.send(a, {"v": tree}, blobs)
-    header, payload = wire.recv(b)
+    header, payload = wire.Reader(b).recv()
     return wire.Message(header, payload).value(header["v"])
 
 
@@ -73,7 +73,7 @@ def frame(header: dict, payload: bytes = b"") -> bytes:
 def test_malformed_tensor_nodes_are_rejected(header, payload, match):
     a, b = socket.socketpair()
     a.sendall(frame(header, payload))
-    h, p = wire.recv(b)
+    h, p = wire.Reader(b).recv()
     with pytest.raises(wire.WireError, match=match):
         wire.Message(h, p).value(h["v"])
 
@@ -89,10 +89,10 @@ def test_oversized_and_garbage_frames_are_rejected():
     a, b = socket.socketpair()
     a.sendall(struct.pack("!II", 10, wire.MAX_PAYLOAD + 1))
     with pytest.raises(wire.WireError, match="too large"):
-        wire.recv(b)
+        wire.Reader(b).recv()
     a.sendall(struct.pack("!II", 3, 0) + b"{x]")
     with pytest.raises(wire.WireError, match="bad header"):
-        wire.recv(b)
+        wire.Reader(b).recv()
 
 
 def test_deeply_nested_values_are_rejected():
@@ -130,13 +130,13 @@ def test_a_non_blocking_reader_waits_for_the_rest_of_a_frame_until_its_deadline(
     a.sendall(data[:5])  # a peer that stops mid-frame
     t = time.monotonic()
     with pytest.raises(TimeoutError):
-        wire.recv(b, deadline=t + 0.05)
+        wire.Reader(b).recv(deadline=t + 0.05)
     assert time.monotonic() - t >= 0.04
     a.sendall(data)  # a whole frame is read at once, with no waiting
     c, d = socket.socketpair()
     d.setblocking(False)
     c.sendall(data)
-    header, payload = wire.recv(d, deadline=time.monotonic() + 1)
+    header, payload = wire.Reader(d).recv(deadline=time.monotonic() + 1)
     assert header == {"v": 1} and bytes(payload) == b"\0" * 8
 
 
