@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import math
+import types
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
-from judge.exercise import discover
+from judge.exercise import discover, load_module
 
 EXERCISES = discover()
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -85,3 +87,100 @@ def test_plot_survives_odd_metrics(slug, odd, tmp_path):
         metrics = _empty_lists(metrics)
     names = EXERCISES[slug].experiment.plot(metrics, tmp_path)
     _check_written(names, tmp_path)
+
+
+# --- guided runs: a toy of sequential steps checked along the reference's trajectory ---------------
+# An experiment with ``trajectory(impl)`` takes ``run(impl, None, guide=trajectory(ref))``: every
+# step's call goes out at once (one batch, not a round trip per step) and each step is checked
+# against the reference's next state; a run that strays is trained step by step. Per exercise:
+# the step-by-step function, and the function whose answer a step uses.
+GUIDED = {"grpo": ("_train", "grpo_loss"), "score_centering": ("_run", "sc_policy_loss")}
+SOLUTIONS = Path(__file__).parent / "solutions"
+
+
+def test_guided_experiments_are_the_ones_listed():
+    assert sorted(s for s, ex in EXERCISES.items() if hasattr(ex.experiment, "trajectory")) == sorted(GUIDED)
+
+
+def _guide(slug: str):
+    ex = EXERCISES[slug]
+    return ex.experiment.trajectory(ex.ref)
+
+
+def _impls(slug: str) -> dict:
+    ex = EXERCISES[slug]
+    out = {"reference": ex.ref, "independent": load_module(SOLUTIONS / f"{slug}_independent.py",
+                                                          f"_test_{slug}_independent")}
+    for w in ex.wrong_solutions():
+        out[f"wrong/{w.name}"] = load_module(w.path, f"_test_{slug}_wrong_{w.name}")
+    return out
+
+
+def _outcome(experiment, impl, **kw):
+    try:
+        return experiment.run(impl, None, **kw)
+    except Exception as e:  # noqa: BLE001 - a wrong solution's toy may raise: the same way both times
+        return f"{type(e).__name__}: {e}"
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-12 * max(1.0, abs(b))
+    return a == b
+
+
+@pytest.mark.parametrize("slug", sorted(GUIDED))
+def test_a_guided_run_gives_the_metrics_of_the_step_by_step_run(slug, monkeypatch):
+    """The reference, an independent correct solution and every known-wrong one: the same metrics
+    (or the same error) guided or not; the correct ones never fall back to stepping."""
+    experiment = EXERCISES[slug].experiment
+    step_by_step, _ = GUIDED[slug]
+    guide = _guide(slug)
+    fell_back = []
+    for name, impl in _impls(slug).items():
+        plain = _outcome(experiment, impl)
+        original = getattr(experiment, step_by_step)
+        stepped: list = []
+        monkeypatch.setattr(experiment, step_by_step, lambda *a, **k: stepped.append(1) or original(*a, **k))
+        try:
+            guided = _outcome(experiment, impl, guide=guide)
+        finally:
+            monkeypatch.setattr(experiment, step_by_step, original)
+        assert _same(plain, guided), f"{name}: the guided run differs from the step-by-step run"
+        if name in ("reference", "independent"):
+            assert not stepped, f"{name} strayed from the reference's trajectory"
+        elif stepped:
+            fell_back.append(name)
+    assert fell_back, "no known-wrong solution strays in the toy: the fallback went untested"
+
+
+@pytest.mark.parametrize("slug", sorted(GUIDED))
+def test_a_run_that_strays_slightly_is_trained_step_by_step(slug, monkeypatch):
+    """A loss off by one part in a million stays within T3's tolerances, but its steps leave the
+    reference's trajectory: it is judged by its own step-by-step run, not by the guide's."""
+    ex = EXERCISES[slug]
+    experiment, (step_by_step, loss) = ex.experiment, GUIDED[slug]
+    impl = types.SimpleNamespace(**{n: getattr(ex.ref, n) for n in ex.function_names})
+    setattr(impl, loss, lambda *a, **k: getattr(ex.ref, loss)(*a, **k) * (1 + 1e-6))
+    guide, original = _guide(slug), getattr(experiment, step_by_step)
+    stepped: list = []
+    monkeypatch.setattr(experiment, step_by_step, lambda *a, **k: stepped.append(1) or original(*a, **k))
+    guided = experiment.run(impl, None, guide=guide)
+    assert stepped == [1]
+    monkeypatch.setattr(experiment, step_by_step, original)
+    assert _same(guided, experiment.run(impl, None))
+
+
+@pytest.mark.parametrize("slug", sorted(GUIDED))
+def test_a_guide_of_another_shape_is_not_used(slug, monkeypatch):
+    experiment, (step_by_step, _) = EXERCISES[slug].experiment, GUIDED[slug]
+    guide = _guide(slug)
+    stepped: list = []
+    original = getattr(experiment, step_by_step)
+    monkeypatch.setattr(experiment, step_by_step, lambda *a, **k: stepped.append(1) or original(*a, **k))
+    experiment.run(EXERCISES[slug].ref, None, guide=guide[:-1])
+    assert stepped == [1]

@@ -14,6 +14,9 @@ What to look for:
   * P(arm 2) passes 0.9 within about 30 iterations;
   * the no-std variant (normalize_std=False, Dr. GRPO style) learns too, more slowly here.
 
+Under the judge, T3 checks the run along the reference's (``run(..., guide=trajectory(ref))``):
+all 180 calls go out in one batch, and only a run that strays is trained step by step.
+
 Usage:  python exercises/grpo/experiment.py --impl my_solution.py --out figs/
 """
 
@@ -39,6 +42,8 @@ CLIP_LOW = 0.2
 CLIP_HIGH = 0.28
 
 
+STEP_ATOL = 1e-12      # a guided epoch lands this close to the reference's next logits, or the run is
+                       # trained step by step (see _train_guided)
 VARIANTS = (True, False)   # normalize_std of policy 0 (GRPO) and policy 1 (no std, Dr. GRPO)
 
 
@@ -52,7 +57,7 @@ def _clip_fractions(adv_pos, adv_neg, ratio, n_pol: int, G: int):
     return torch.stack([clipped[k * G:(k + 1) * G].double().mean() for k in range(n_pol)])
 
 
-def _train(impl, seed: int) -> list[dict]:
+def _train(impl, seed: int, trace: list | None = None) -> list[dict]:
     """Train one policy per variant; return per-iteration probabilities and clip fractions.
 
     Both policies see the same uniforms (so the same draws while their probabilities agree) and
@@ -66,6 +71,7 @@ def _train(impl, seed: int) -> list[dict]:
     computes. The curves are kept as tensors, one per iteration or epoch, and turned into Python
     numbers once at the end. The chain rule from logp back to the logits runs the two kernels
     autograd would (index_put with accumulate, log_softmax's backward) without building a graph.
+    ``trace``: receives the logits [2, 4] before every epoch, then the final ones (see ``guided``).
     """
     n_pol, G, n_arms = len(VARIANTS), GROUP_SIZE, len(ARM_REWARDS)
     g = torch.Generator()
@@ -109,6 +115,8 @@ def _train(impl, seed: int) -> list[dict]:
             early = adv.shape != ratio.shape
             if early:
                 clip_seen.append(_clip_fractions(adv_pos, adv_neg, ratio, n_pol, G))
+            if trace is not None:
+                trace.append(theta)
             # Hand the submission a leaf [2G, 1]; chain its gradient back to the logits here.
             logp_leaf = logp.unsqueeze(-1).clone().requires_grad_(True)
             with batch(impl) as b:
@@ -124,16 +132,29 @@ def _train(impl, seed: int) -> list[dict]:
             if not bool(torch.isfinite(g_logp).all()):
                 raise RuntimeError("grpo_loss produced a non-finite gradient in the bandit")
             grads_seen.append(g_logp)
-            # Back to the logits through logp = log_softmax(theta)[rows, arms], with the kernels
-            # autograd runs for it (the textbook g - softmax * sum(g) differs in the last bits).
-            g_lsm = torch.zeros(n_pol, n_arms, dtype=torch.float64)
-            g_lsm.index_put_((rows, flat_arms), g_logp, accumulate=True)           # [2, 4]
-            g_theta = torch._log_softmax_backward_data(g_lsm, lsm, -1, torch.float64)  # [2, 4]
-            theta = theta - LR * g_theta
+            theta = _sgd_step(theta, lsm, rows, flat_arms, g_logp)
             lsm = torch.log_softmax(theta, -1)
             logp = lsm[rows, flat_arms]                            # [2G], the next epoch's
 
+    if trace is not None:
+        trace.append(theta)
     probs_seen.append(torch.softmax(theta, -1))
+    return _history(probs_seen, rewards_seen, clip_seen, grads_seen)
+
+
+def _sgd_step(theta, lsm, rows, flat_arms, g_logp):
+    """theta - LR * d loss / d theta, back to the logits [2, 4] through logp = lsm[rows, arms]
+    (lsm = log_softmax(theta)) from g_logp [2G], with the kernels autograd runs for it (the
+    textbook g - softmax * sum(g) differs in the last bits)."""
+    g_lsm = torch.zeros_like(theta)
+    g_lsm.index_put_((rows, flat_arms), g_logp, accumulate=True)               # [2, 4]
+    return theta - LR * torch._log_softmax_backward_data(g_lsm, lsm, -1, torch.float64)
+
+
+def _history(probs_seen, rewards_seen, clip_seen, grads_seen) -> list[dict]:
+    """Per variant: the curves of a run, from its per-iteration probabilities [2, 4] (and the
+    final ones) and rewards [2, G], and its per-epoch clip fractions [2] and gradients [2G]."""
+    n_pol, G = len(VARIANTS), GROUP_SIZE
     p_best = torch.stack(probs_seen)[:, :, BEST_ARM].T.tolist()           # [2][T + 1]
     mean_reward = torch.stack(rewards_seen).mean(-1).T.tolist()           # [2][T]
     clip_frac = torch.stack(clip_seen).view(ITERATIONS, EPOCHS, n_pol).permute(2, 0, 1).tolist()
@@ -148,10 +169,111 @@ def _train(impl, seed: int) -> list[dict]:
     return hist
 
 
-def run(impl, out_dir=None, seed: int = 0) -> dict:
+def trajectory(impl, seed: int = 0) -> torch.Tensor:
+    """[ITERATIONS * EPOCHS + 1, 2, 4] float64: the logits of ``impl``'s run before every epoch,
+    then the final ones; the reference's is the ``guide`` of ``run``."""
+    trace: list = []
+    _train(impl, seed, trace)
+    return torch.stack(trace)
+
+
+def _train_guided(impl, seed: int, guide: torch.Tensor) -> list[dict] | None:
+    """The run, checked step by step along the reference's trajectory ``guide``; None when a
+    step strays from it.
+
+    Every epoch of the run is one call at the logits the epoch starts from. Along the reference's
+    trajectory those logits are known in advance, so all 180 calls (60 advantages, then 120
+    losses) go out in one batch, not one round trip to the sandbox per step, and each epoch's
+    step theta_k - LR * grad(theta_k) is checked against the reference's theta_{k+1}
+    (``STEP_ATOL``) while later calls compute. When every step lands there, the run ``_train``
+    would make is this one: it starts at the same logits, and each of its steps lands where the
+    reference's does, to within rounding. 120 steps stray at most ~1.2e-10 in all; T3 compares
+    probabilities at 1e-5, and in the reference's run (seed 0) no discrete decision is closer
+    than 8e-5 to flipping (a uniform to a step of the CDF, a ratio to a clip bound, P(arm 2) to
+    0.9). The curves are built as ``_train`` builds them, from the submission's advantages, clip
+    fractions and gradients. Anything else (a stray step, a shape, a raise, a non-finite
+    gradient, an argument written in place) returns None, and ``run`` trains step by step
+    instead, which also says what went wrong.
+    """
+    n_pol, G, n_arms = len(VARIANTS), GROUP_SIZE, len(ARM_REWARDS)
+    if tuple(guide.shape) != (ITERATIONS * EPOCHS + 1, n_pol, n_arms) or guide.dtype != torch.float64:
+        return None
+    g = torch.Generator()
+    g.manual_seed(seed)
+    uniforms = torch.rand(ITERATIONS, G, generator=g, dtype=torch.float64)
+    uniforms = uniforms.unsqueeze(1).expand(ITERATIONS, n_pol, G).contiguous()  # [T, 2, G]
+    arm_rewards = torch.tensor(ARM_REWARDS, dtype=torch.float64)
+    rows = torch.arange(n_pol).repeat_interleave(G)               # [2G] policy of each response
+    mask = torch.ones(n_pol * G, 1, dtype=torch.bool)
+    probs_seen, rewards_seen, arms_seen, advs = [], [], [], []
+    clip_seen, grads_seen = [], []
+
+    def check(it: int, adv: torch.Tensor, epochs: list) -> bool:
+        """Iteration ``it``'s epochs: their curves, and whether each step lands on the guide's."""
+        for k, lsm, logp, old_logp, logp_leaf, pending in epochs:
+            clip_seen.append(_clip_fractions(adv > 0, adv < 0, torch.exp(logp - old_logp), n_pol, G))
+            pending.value.backward()
+            g_logp = logp_leaf.grad
+            if g_logp is None:
+                g_logp = torch.zeros_like(logp_leaf)
+            g_logp = g_logp.detach().to(torch.float64).reshape(n_pol * G) * n_pol
+            if not bool(torch.isfinite(g_logp).all()):
+                return False
+            grads_seen.append(g_logp)
+            theta = _sgd_step(guide[k], lsm, rows, arms_seen[it], g_logp)
+            if not torch.allclose(theta, guide[k + 1], rtol=0.0, atol=STEP_ATOL):
+                return False
+        return True
+
+    try:
+        with batch(impl) as b:
+            for it in range(ITERATIONS):                           # every iteration's advantages
+                probs = torch.softmax(guide[it * EPOCHS], -1)      # [2, 4]
+                arms = torch.searchsorted(torch.cumsum(probs, -1), uniforms[it], right=True)
+                arms = arms.clamp(max=n_arms - 1)                  # [2, G]
+                rewards = arm_rewards[arms]                        # [2, G]
+                advs.append([b.group_advantages(rewards[k].clone(), G, normalize_std=VARIANTS[k])
+                             for k in range(n_pol)])
+                probs_seen.append(probs)
+                rewards_seen.append(rewards)
+                arms_seen.append(arms.reshape(-1))                 # [2G]
+            versions, previous = [], None
+            for it in range(ITERATIONS):                           # every epoch's loss, checked
+                adv = torch.cat([a.value.detach().to(torch.float64) for a in advs[it]])   # [2G]
+                if tuple(adv.shape) != (n_pol * G,):
+                    return None
+                advs[it] = adv
+                versions.append(adv._version)
+                flat_arms = arms_seen[it]
+                old_logp = torch.log_softmax(guide[it * EPOCHS], -1)[rows, flat_arms]   # [2G]
+                epochs = []
+                for epoch in range(EPOCHS):
+                    k = it * EPOCHS + epoch
+                    lsm = torch.log_softmax(guide[k], -1)          # [2, 4]
+                    logp = lsm[rows, flat_arms]                    # [2G]
+                    logp_leaf = logp.unsqueeze(-1).clone().requires_grad_(True)
+                    epochs.append((k, lsm, logp, old_logp, logp_leaf,
+                                   b.grpo_loss(logp_leaf, old_logp.unsqueeze(-1), adv, mask,
+                                               clip_low=CLIP_LOW, clip_high=CLIP_HIGH)))
+                # the previous iteration's answers are in by now: checked while these compute
+                if previous is not None and not check(*previous):
+                    return None
+                previous = (it, adv, epochs)
+        if not check(*previous) or [adv._version for adv in advs] != versions:
+            return None
+    except Exception:  # noqa: BLE001 - a raise: the step-by-step run says where (the grading's
+        return None    # own failures, time or memory, are BaseExceptions and go through)
+    probs_seen.append(torch.softmax(guide[-1], -1))
+    return _history(probs_seen, rewards_seen, clip_seen, grads_seen)
+
+
+def run(impl, out_dir=None, seed: int = 0, guide: torch.Tensor | None = None) -> dict:
     """Train with std normalisation and without; return JSON-serialisable metrics (and draw
-    the plots when out_dir is given)."""
-    std, nostd = _train(impl, seed)
+    the plots when out_dir is given). ``guide``: the reference's ``trajectory`` for this seed;
+    the run is then checked along it in two batches of calls (``_train_guided``), and trained
+    step by step only if it strays."""
+    hist = _train_guided(impl, seed, guide) if guide is not None else None
+    std, nostd = hist if hist is not None else _train(impl, seed)
     later = [f for row in std["clip_frac"] for f in row[1:]]
     metrics = {
         "arm_rewards": ARM_REWARDS, "group_size": GROUP_SIZE, "epochs": EPOCHS,

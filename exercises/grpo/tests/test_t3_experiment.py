@@ -20,13 +20,15 @@ def _curve_mismatch(name, got, want, atol):
     return None
 
 
-def _metrics(sub, experiment, ctx):
-    """The submission's toy, run once per grading (every T3 test reads this run; it writes the plots)."""
-    return ctx.once(("grpo", "t3"), lambda: experiment.run(sub, ctx.out_dir))
+def _metrics(sub, ref, experiment, ctx):
+    """The submission's toy, run once per grading (every T3 test reads this run; it writes the
+    plots), checked along the reference's trajectory (see experiment._train_guided)."""
+    guide = memo(("grpo", "t3-guide"), lambda: experiment.trajectory(ref))
+    return ctx.once(("grpo", "t3"), lambda: experiment.run(sub, ctx.out_dir, guide=guide))
 
 
 def test_bandit(sub, ref, experiment, ctx):
-    mine = _metrics(sub, experiment, ctx)
+    mine = _metrics(sub, ref, experiment, ctx)
     want = memo(("grpo", "t3"), lambda: experiment.run(ref, None))
 
     # the qualitative claims of the toy

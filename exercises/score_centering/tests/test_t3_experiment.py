@@ -11,13 +11,16 @@ def _close(a, b):
     return math.isclose(a, b, rel_tol=TOL["rel"], abs_tol=TOL["abs"])
 
 
-def _metrics(sub, experiment, ctx):
-    """The submission's toy metrics: one run per grading, shared by every T3 test (it writes the plots)."""
-    return ctx.once(("score_centering", "t3", "sub"), lambda: experiment.run(sub, ctx.out_dir))
+def _metrics(sub, ref, experiment, ctx):
+    """The submission's toy metrics: one run per grading, shared by every T3 test (it writes the
+    plots), checked along the reference's runs (see experiment._run_guided)."""
+    guide = memo((ctx.exercise or "score_centering", "t3-guide"), lambda: experiment.trajectory(ref))
+    return ctx.once(("score_centering", "t3", "sub"),
+                    lambda: experiment.run(sub, ctx.out_dir, guide=guide))
 
 
 def test_drift_toy(sub, ref, experiment, ctx):
-    got = _metrics(sub, experiment, ctx)
+    got = _metrics(sub, ref, experiment, ctx)
     want = memo((ctx.exercise or "score_centering", "t3"), lambda: experiment.run(ref, None))
 
     for name in ("sc_k6", "sc_k4", "sc_k2"):
