@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import torch
 
 from judge.exercise import discover, load_module
 
@@ -95,6 +96,7 @@ def test_plot_survives_odd_metrics(slug, odd, tmp_path):
 # against the reference's next state; a run that strays is trained step by step. Per exercise:
 # the step-by-step function, and the function whose answer a step uses.
 GUIDED = {"grpo": ("_train", "grpo_loss"), "score_centering": ("_run", "sc_policy_loss")}
+WRITTEN = {"grpo": 1, "score_centering": 1}  # an input that the loss does not save for backward
 SOLUTIONS = Path(__file__).parent / "solutions"
 
 
@@ -184,3 +186,78 @@ def test_a_guide_of_another_shape_is_not_used(slug, monkeypatch):
     monkeypatch.setattr(experiment, step_by_step, lambda *a, **k: stepped.append(1) or original(*a, **k))
     experiment.run(EXERCISES[slug].ref, None, guide=guide[:-1])
     assert stepped == [1]
+
+
+class _AsInTheSandbox:
+    """An implementation called as the judge calls a sandboxed one: in a ``batch``, a call sees
+    its arguments as they were when it was made, and what it wrote into them reaches the
+    caller's tensors when its answer is read."""
+
+    def __init__(self, impl):
+        self._impl = impl
+
+    def __getattr__(self, name):
+        return getattr(self._impl, name)
+
+    def __judge_batch__(self):
+        return self
+
+    def __enter__(self):
+        return _DeferredCalls(self._impl)
+
+    def __exit__(self, *exc):
+        return None
+
+
+class _DeferredCalls:
+    def __init__(self, impl):
+        self._impl = impl
+
+    def __getattr__(self, name):
+        fn = getattr(self._impl, name)
+
+        def call(*args, **kwargs):
+            sent = [a.detach().clone() if isinstance(a, torch.Tensor) and not a.requires_grad else a
+                    for a in args]
+            out = fn(*sent, **kwargs)
+
+            class Answer:
+                @property
+                def value(self):
+                    for a, s in zip(args, sent):
+                        if s is not a and not torch.equal(a, s):
+                            with torch.no_grad():
+                                a.copy_(s)
+                    return out
+            return Answer()
+        return call
+
+
+@pytest.mark.parametrize("slug", sorted(GUIDED))
+def test_a_run_that_writes_into_its_inputs_is_the_step_by_step_run(slug, monkeypatch):
+    """Guided calls go out before earlier answers are read, so a call that writes into an input
+    that later calls also get (grpo: an iteration's advantages and old_logp, the mask) would
+    change what they see: such a run is stepped (score_centering gives each call its own
+    inputs). Either way the metrics are the step-by-step run's."""
+    ex = EXERCISES[slug]
+    experiment, (step_by_step, loss) = ex.experiment, GUIDED[slug]
+
+    def writes(*args, **kwargs):
+        out = getattr(ex.ref, loss)(*args, **kwargs)
+        # after computing (its own answer is right): the next call given it sees the damage
+        old = args[WRITTEN[slug]]
+        with torch.no_grad():
+            old.add_(0.25)
+        return out
+
+    plain = types.SimpleNamespace(**{n: getattr(ex.ref, n) for n in ex.function_names})
+    setattr(plain, loss, writes)
+    impl = _AsInTheSandbox(plain)
+    guide, original = _guide(slug), getattr(experiment, step_by_step)
+    stepped: list = []
+    monkeypatch.setattr(experiment, step_by_step, lambda *a, **k: stepped.append(1) or original(*a, **k))
+    guided = _outcome(experiment, impl, guide=guide)
+    monkeypatch.setattr(experiment, step_by_step, original)
+    assert _same(guided, _outcome(experiment, impl))
+    if slug == "grpo":
+        assert stepped == [1]
