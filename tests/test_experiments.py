@@ -95,8 +95,10 @@ def test_plot_survives_odd_metrics(slug, odd, tmp_path):
 # step's call goes out at once (one batch, not a round trip per step) and each step is checked
 # against the reference's next state; a run that strays is trained step by step. Per exercise:
 # the step-by-step function, and the function whose answer a step uses.
-GUIDED = {"grpo": ("_train", "grpo_loss"), "score_centering": ("_run", "sc_policy_loss")}
-WRITTEN = {"grpo": 1, "score_centering": 1}  # an input that the loss does not save for backward
+GUIDED = {"glm5_mis": ("stale_bandit", "offpolicy_loss"), "grpo": ("_train", "grpo_loss"),
+          "score_centering": ("_run", "sc_policy_loss")}
+WRITTEN = {"glm5_mis": 1, "grpo": 1, "score_centering": 1}  # an input that the loss does not save for backward
+SHARED = {"glm5_mis", "grpo"}  # toys that hand one input to several steps' calls
 SOLUTIONS = Path(__file__).parent / "solutions"
 
 
@@ -236,9 +238,10 @@ class _DeferredCalls:
 @pytest.mark.parametrize("slug", sorted(GUIDED))
 def test_a_run_that_writes_into_its_inputs_is_the_step_by_step_run(slug, monkeypatch):
     """Guided calls go out before earlier answers are read, so a call that writes into an input
-    that later calls also get (grpo: an iteration's advantages and old_logp, the mask) would
-    change what they see: such a run is stepped (score_centering gives each call its own
-    inputs). Either way the metrics are the step-by-step run's."""
+    that later calls also get (grpo: an iteration's advantages and old_logp, the mask; glm5_mis:
+    a window's snapshot, the mask) would change what they see: such a run is stepped
+    (score_centering gives each call its own inputs). Either way the metrics are the
+    step-by-step run's."""
     ex = EXERCISES[slug]
     experiment, (step_by_step, loss) = ex.experiment, GUIDED[slug]
 
@@ -259,5 +262,5 @@ def test_a_run_that_writes_into_its_inputs_is_the_step_by_step_run(slug, monkeyp
     guided = _outcome(experiment, impl, guide=guide)
     monkeypatch.setattr(experiment, step_by_step, original)
     assert _same(guided, _outcome(experiment, impl))
-    if slug == "grpo":
+    if slug in SHARED:
         assert stepped == [1]

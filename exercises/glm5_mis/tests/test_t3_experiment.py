@@ -8,9 +8,9 @@ from judge.testing import Feedback, memo
 SLUG = "glm5_mis"
 
 
-def _run(experiment, sub, out_dir=None):
+def _run(experiment, sub, out_dir=None, guide=None):
     try:
-        return experiment.run(sub, out_dir)
+        return experiment.run(sub, out_dir, guide=guide)
     except Feedback:
         raise
     except Exception as e:  # noqa: BLE001 - report the toy's crash as feedback
@@ -18,10 +18,12 @@ def _run(experiment, sub, out_dir=None):
                        f"python exercises/{SLUG}/experiment.py --impl your_file.py --out figs/") from None
 
 
-def _sub_metrics(experiment, sub, ctx):
+def _sub_metrics(experiment, sub, ref, ctx):
     """The submission's toy, run once per grading and shared by every T3 test (the shared run is the
-    one whose plots go to ctx.out_dir)."""
-    return ctx.once((SLUG, "t3", "sub"), lambda: _run(experiment, sub, ctx.out_dir))
+    one whose plots go to ctx.out_dir); its bandit is checked along the reference's (see
+    experiment._stale_bandit_guided)."""
+    guide = memo((SLUG, "t3-guide"), lambda: experiment.trajectory(ref))
+    return ctx.once((SLUG, "t3", "sub"), lambda: _run(experiment, sub, ctx.out_dir, guide))
 
 
 def _ref_metrics(experiment, ref):
@@ -41,7 +43,7 @@ def _close_lists(got, want, tol, what):
 
 
 def test_ratio_sweep_matches_reference(sub, ref, experiment, ctx):
-    got = _sub_metrics(experiment, sub, ctx)
+    got = _sub_metrics(experiment, sub, ref, ctx)
     want = _ref_metrics(experiment, ref)
     for key, name in (("sweep_weights", "weight"), ("sweep_grad", "-N dL/dlogp (A = 1)")):
         bad = _close_lists(got[key], want[key], 1e-9, key)
@@ -56,7 +58,7 @@ def test_ratio_sweep_matches_reference(sub, ref, experiment, ctx):
 
 
 def test_stale_bandit_matches_reference(sub, ref, experiment, ctx):
-    got = _sub_metrics(experiment, sub, ctx)
+    got = _sub_metrics(experiment, sub, ref, ctx)
     want = _ref_metrics(experiment, ref)
     story = (f"The correct rule ends at P(best) = {want['bandit_final_p_best']:.4f} with "
              f"{want['bandit_zero_grad_updates']} updates of exactly zero gradient (steps "
