@@ -124,12 +124,8 @@ def _train(impl, seed: int, trace: list | None = None) -> list[dict]:
                                       clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
             if not early:                                          # while the submission computes
                 clip_seen.append(_clip_fractions(adv_pos, adv_neg, ratio, n_pol, G))
-            pending.value.backward()
-            g_logp = logp_leaf.grad
+            g_logp = _logp_grad(pending, logp_leaf)
             if g_logp is None:
-                g_logp = torch.zeros_like(logp_leaf)
-            g_logp = g_logp.detach().to(torch.float64).reshape(n_pol * G) * n_pol
-            if not bool(torch.isfinite(g_logp).all()):
                 raise RuntimeError("grpo_loss produced a non-finite gradient in the bandit")
             grads_seen.append(g_logp)
             theta = _sgd_step(theta, lsm, rows, flat_arms, g_logp)
@@ -140,6 +136,17 @@ def _train(impl, seed: int, trace: list | None = None) -> list[dict]:
         trace.append(theta)
     probs_seen.append(torch.softmax(theta, -1))
     return _history(probs_seen, rewards_seen, clip_seen, grads_seen)
+
+
+def _logp_grad(pending, logp_leaf):
+    """d loss / d logp [2G] float64 from a pending grpo_loss on the leaf ``logp_leaf`` [2G, 1],
+    times the number of policies (the loss averages over both); None if not finite."""
+    pending.value.backward()
+    g_logp = logp_leaf.grad
+    if g_logp is None:
+        g_logp = torch.zeros_like(logp_leaf)
+    g_logp = g_logp.detach().to(torch.float64).reshape(-1) * len(VARIANTS)
+    return g_logp if bool(torch.isfinite(g_logp).all()) else None
 
 
 def _sgd_step(theta, lsm, rows, flat_arms, g_logp):
@@ -213,12 +220,8 @@ def _train_guided(impl, seed: int, guide: torch.Tensor) -> list[dict] | None:
         """Iteration ``it``'s epochs: their curves, and whether each step lands on the guide's."""
         for k, lsm, logp, old_logp, logp_leaf, pending in epochs:
             clip_seen.append(_clip_fractions(adv > 0, adv < 0, torch.exp(logp - old_logp), n_pol, G))
-            pending.value.backward()
-            g_logp = logp_leaf.grad
+            g_logp = _logp_grad(pending, logp_leaf)
             if g_logp is None:
-                g_logp = torch.zeros_like(logp_leaf)
-            g_logp = g_logp.detach().to(torch.float64).reshape(n_pol * G) * n_pol
-            if not bool(torch.isfinite(g_logp).all()):
                 return False
             grads_seen.append(g_logp)
             theta = _sgd_step(guide[k], lsm, rows, arms_seen[it], g_logp)
