@@ -49,10 +49,11 @@ VARIANTS = (True, False)   # normalize_std of policy 0 (GRPO) and policy 1 (no s
 
 def _clip_fractions(adv_pos, adv_neg, ratio, n_pol: int, G: int):
     """[n_pol] float64: per policy, the fraction of its responses clipped on the side that counts
-    (r > 1 + clip_high where A > 0, r < 1 - clip_low where A < 0). adv_pos, adv_neg, ratio: [2G]."""
+    (r > 1 + clip_high where A > 0, r < 1 - clip_low where A < 0). adv_pos, adv_neg, ratio: [2G]
+    (or [K, 2G], K epochs at once: [K, n_pol])."""
     clipped = (adv_pos & (ratio > 1 + CLIP_HIGH)) | (adv_neg & (ratio < 1 - CLIP_LOW))   # [2G]
     if clipped.shape == ratio.shape:
-        return clipped.view(n_pol, G).double().mean(-1)
+        return clipped.view(*ratio.shape[:-1], n_pol, G).double().mean(-1)
     # advantages of another shape (a wrong group_advantages) broadcast: each policy's block of rows
     return torch.stack([clipped[k * G:(k + 1) * G].double().mean() for k in range(n_pol)])
 
@@ -128,7 +129,7 @@ def _train(impl, seed: int, trace: list | None = None) -> list[dict]:
             if g_logp is None:
                 raise RuntimeError("grpo_loss produced a non-finite gradient in the bandit")
             grads_seen.append(g_logp)
-            theta = _sgd_step(theta, lsm, rows, flat_arms, g_logp)
+            theta = _sgd_step(theta, lsm, (rows, flat_arms), g_logp)
             lsm = torch.log_softmax(theta, -1)
             logp = lsm[rows, flat_arms]                            # [2G], the next epoch's
 
@@ -149,12 +150,14 @@ def _logp_grad(pending, logp_leaf):
     return g_logp if bool(torch.isfinite(g_logp).all()) else None
 
 
-def _sgd_step(theta, lsm, rows, flat_arms, g_logp):
-    """theta - LR * d loss / d theta, back to the logits [2, 4] through logp = lsm[rows, arms]
-    (lsm = log_softmax(theta)) from g_logp [2G], with the kernels autograd runs for it (the
-    textbook g - softmax * sum(g) differs in the last bits)."""
+def _sgd_step(theta, lsm, index, g_logp):
+    """theta - LR * d loss / d theta, back to the logits [2, 4] through logp = lsm[index]
+    (lsm = log_softmax(theta), index = (rows, arms) [2G] each) from g_logp [2G], with the kernels
+    autograd runs for it (the textbook g - softmax * sum(g) differs in the last bits). Also for
+    K epochs at once: theta, lsm [K, 2, 4], index (epoch [K, 1], rows [2G], arms [2G] or
+    [K, 2G]), g_logp [K, 2G]."""
     g_lsm = torch.zeros_like(theta)
-    g_lsm.index_put_((rows, flat_arms), g_logp, accumulate=True)               # [2, 4]
+    g_lsm.index_put_(index, g_logp, accumulate=True)                           # [2, 4] / [K, 2, 4]
     return theta - LR * torch._log_softmax_backward_data(g_lsm, lsm, -1, torch.float64)
 
 
@@ -214,20 +217,22 @@ def _train_guided(impl, seed: int, guide: torch.Tensor) -> list[dict] | None:
     rows = torch.arange(n_pol).repeat_interleave(G)               # [2G] policy of each response
     mask = torch.ones(n_pol * G, 1, dtype=torch.bool)
     probs_seen, rewards_seen, arms_seen, advs = [], [], [], []
-    clip_seen, grads_seen = [], []
+    logps, old_logps, grads_seen = [], [], []   # per epoch, [2G] each
 
-    def check(it: int, adv: torch.Tensor, epochs: list) -> bool:
-        """Iteration ``it``'s epochs: their curves, and whether each step lands on the guide's."""
-        for k, lsm, logp, old_logp, logp_leaf, pending in epochs:
-            clip_seen.append(_clip_fractions(adv > 0, adv < 0, torch.exp(logp - old_logp), n_pol, G))
+    def read(it: int, epochs: list) -> bool:
+        """Iteration ``it``'s answers: do its epochs' steps, taken from the guide's logits with
+        the submission's gradients, land on the guide's next logits? (all four at once)"""
+        for logp_leaf, pending in epochs:
             g_logp = _logp_grad(pending, logp_leaf)
-            if g_logp is None:
+            if g_logp is None:                                     # not finite
                 return False
             grads_seen.append(g_logp)
-            theta = _sgd_step(guide[k], lsm, rows, arms_seen[it], g_logp)
-            if not torch.allclose(theta, guide[k + 1], rtol=0.0, atol=STEP_ATOL):
-                return False
-        return True
+        k = it * EPOCHS
+        thetas = guide[k:k + EPOCHS]                               # [E, 2, 4]
+        landed = _sgd_step(thetas, torch.log_softmax(thetas, -1),
+                           (torch.arange(EPOCHS)[:, None], rows, arms_seen[it]),
+                           torch.stack(grads_seen[k:k + EPOCHS]))
+        return torch.allclose(landed, guide[k + 1:k + EPOCHS + 1], rtol=0.0, atol=STEP_ATOL)
 
     try:
         with batch(impl) as b:
@@ -252,31 +257,35 @@ def _train_guided(impl, seed: int, guide: torch.Tensor) -> list[dict] | None:
                 shared += [(adv, adv._version), (old_logp, old_logp._version)]
                 epochs = []
                 for epoch in range(EPOCHS):
-                    k = it * EPOCHS + epoch
-                    lsm = torch.log_softmax(guide[k], -1)          # [2, 4]
-                    logp = lsm[rows, flat_arms]                    # [2G]
+                    logp = torch.log_softmax(guide[it * EPOCHS + epoch], -1)[rows, flat_arms]  # [2G]
                     logp_leaf = logp.unsqueeze(-1).clone().requires_grad_(True)
-                    epochs.append((k, lsm, logp, old_logp, logp_leaf,
-                                   b.grpo_loss(logp_leaf, old_logp.unsqueeze(-1), adv, mask,
-                                               clip_low=CLIP_LOW, clip_high=CLIP_HIGH)))
-                # the previous iteration's answers are in by now: checked while these compute
-                if previous is not None and not check(*previous):
+                    epochs.append((logp_leaf, b.grpo_loss(logp_leaf, old_logp.unsqueeze(-1), adv,
+                                                          mask, clip_low=CLIP_LOW,
+                                                          clip_high=CLIP_HIGH)))
+                    logps.append(logp)
+                    old_logps.append(old_logp)
+                # the previous iteration's answers are in by now: read while these compute
+                if previous is not None and not read(*previous):
                     return None
-                previous = (it, adv, epochs)
+                previous = (it, epochs)
         # a call that wrote into an input several calls get: the step-by-step run's later calls
         # would see what it wrote, and here some were sent before
-        if not check(*previous) or any(t._version != v for t, v in shared):
+        if not read(*previous) or any(t._version != v for t, v in shared):
             return None
+        # every epoch's clip fractions at once
+        epoch_adv = torch.stack(advs).repeat_interleave(EPOCHS, 0)                # [K, 2G]
+        clip = _clip_fractions(epoch_adv > 0, epoch_adv < 0,
+                               torch.exp(torch.stack(logps) - torch.stack(old_logps)), n_pol, G)
     except Exception:  # noqa: BLE001 - a raise: the step-by-step run says where (the grading's
         return None    # own failures, time or memory, are BaseExceptions and go through)
     probs_seen.append(torch.softmax(guide[-1], -1))
-    return _history(probs_seen, rewards_seen, clip_seen, grads_seen)
+    return _history(probs_seen, rewards_seen, clip.unbind(0), grads_seen)
 
 
 def run(impl, out_dir=None, seed: int = 0, guide: torch.Tensor | None = None) -> dict:
     """Train with std normalisation and without; return JSON-serialisable metrics (and draw
     the plots when out_dir is given). ``guide``: the reference's ``trajectory`` for this seed;
-    the run is then checked along it in two batches of calls (``_train_guided``), and trained
+    the run is then checked along it in one batch of calls (``_train_guided``), and trained
     step by step only if it strays."""
     hist = _train_guided(impl, seed, guide) if guide is not None else None
     std, nostd = hist if hist is not None else _train(impl, seed)
