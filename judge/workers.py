@@ -38,6 +38,7 @@ from judge.store import Job, Store
 log = logging.getLogger("judge.workers")
 ARTIFACTS = "artifacts"
 OVERRUN_GRACE_S = 60.0  # a grading this far past its exercise's total limit means a stuck worker
+ANSWER_FIRST_S = 0.0015  # after a verdict, how long an unhurried worker waits before drawing plots
 
 
 def artifacts_dir(cfg: Config, sid: str) -> Path:
@@ -203,7 +204,14 @@ class Worker:
                 with self.progress.taken() as tests:  # every test's result, then the verdict
                     self.store.finish(job.id, early.model_dump_json(), early.verdict, tests)
                 self.changed(job.id)
-                os.sched_yield()  # the API, just woken (often onto this core), answers before the plots
+                # The API, just woken, answers before the plots are drawn: with no submission
+                # waiting, this worker gives it the cores for a moment (measured on a 1-worker
+                # service: time outside grading 4.6-5.3 -> 3.6-4.0 ms; sched_yield alone let the
+                # plots, the child's exit and the API share them). Under a backlog it draws at once.
+                if not self.store.has_queued():
+                    time.sleep(ANSWER_FIRST_S)
+                else:
+                    os.sched_yield()
                 answered.append(early)
 
         try:
