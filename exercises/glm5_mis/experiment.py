@@ -111,8 +111,7 @@ def _bandit(send, receive, trace: list | None = None) -> dict:
         logp = torch.log_softmax(z, 0)                                    # [2]
         # q is read from q_logp at every update: a submission may have written into rollout_logp.
         q = q_logp.exp()                                                  # [2]
-        adv = 2.0 * q * (_REWARDS - (q * _REWARDS).sum())                 # [2]
-        sent = send(logp[:, None], q_logp[:, None], adv)
+        sent = send(logp[:, None], q_logp[:, None], _advantages(q))
         pi_z.append(torch.softmax(z, 0))  # the policy before this update, while the answers come
         g_logp, w = receive(sent)
         g_logp, w = g_logp[:, 0], w[:, 0]                                 # [2], [2]
@@ -124,6 +123,12 @@ def _bandit(send, receive, trace: list | None = None) -> dict:
         trace.append(z)
     pi_z.append(torch.softmax(z, 0))
     return _bandit_metrics(pi_z, zero_flags, retained, log_ratios)
+
+
+def _advantages(q):
+    """[2]: 2 * q_a * (R_a - E_q[R]), the exact expectation over a ~ q as two one-token responses
+    (the 2 undoes the loss's division by N = 2 valid tokens)."""
+    return 2.0 * q * (_REWARDS - (q * _REWARDS).sum())
 
 
 def _update(z, logp, g_logp):
@@ -146,19 +151,27 @@ def stale_bandit(impl, trace: list | None = None) -> dict:
     mask = torch.ones(2, 1, dtype=torch.bool)  # [2, 1], the same tensor at every update
 
     def send(logp, rollout_logp, adv):
-        lp = logp.clone().requires_grad_(True)  # a fresh leaf [2, 1]: the gradient lands in lp.grad
         with batch(impl) as b:  # the loss and the weights of one update: one round trip
-            loss = b.offpolicy_loss(lp, rollout_logp, adv, mask, clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
-            w = b.masked_is_weights(logp, rollout_logp, mask, clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
-        return lp, loss, w
+            return _queue_update(b, logp, rollout_logp, adv, mask)
 
-    def receive(sent):
-        lp, loss, w = sent
-        loss.value.backward()
-        g = lp.grad if lp.grad is not None else torch.zeros_like(lp)
-        return g, w.value.detach()
+    return _bandit(send, _read_update, trace)
 
-    return _bandit(send, receive, trace)
+
+def _queue_update(b, logp, rollout_logp, adv, mask):
+    """One update's two calls, queued in ``b``: the loss on a fresh leaf copy of logp [2, 1]
+    (its gradient lands there) and the weights; ``_read_update`` reads them."""
+    lp = logp.clone().requires_grad_(True)
+    loss = b.offpolicy_loss(lp, rollout_logp, adv, mask, clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
+    w = b.masked_is_weights(logp, rollout_logp, mask, clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
+    return lp, loss, w
+
+
+def _read_update(sent):
+    """(dL/dlogp [2, 1], weights [2, 1]) of a ``_queue_update``."""
+    lp, loss, w = sent
+    loss.value.backward()
+    g = lp.grad if lp.grad is not None else torch.zeros_like(lp)
+    return g, w.value.detach()
 
 
 def trajectory(impl) -> torch.Tensor:
@@ -190,11 +203,10 @@ def _stale_bandit_guided(impl, guide: torch.Tensor) -> dict | None:
     shared = [(mask, mask._version)]
     pi_z, zero_flags, retained, log_ratios = [], [], [], []
 
-    def land(k, logp, q_logp, q, lp, loss, w) -> bool:
+    def land(k, logp, q_logp, q, sent) -> bool:
         """Update k's answers: its metrics, and whether it lands on the guide's next logits."""
-        loss.value.backward()
-        g = lp.grad if lp.grad is not None else torch.zeros_like(lp)
-        g_logp, w = g[:, 0], w.value.detach()[:, 0]                       # [2], [2]
+        g, w = _read_update(sent)
+        g_logp, w = g[:, 0], w[:, 0]                                      # [2], [2]
         if not torch.allclose(_update(guide[k], logp, g_logp), guide[k + 1], rtol=0.0, atol=STEP_ATOL):
             return False
         pi_z.append(torch.softmax(guide[k], 0))
@@ -212,15 +224,10 @@ def _stale_bandit_guided(impl, guide: torch.Tensor) -> dict | None:
                     shared.append((q_logp, q_logp._version))
                 logp = torch.log_softmax(guide[k], 0)                     # [2]
                 q = q_logp.exp()
-                adv = 2.0 * q * (_REWARDS - (q * _REWARDS).sum())         # [2]
-                lp = logp[:, None].clone().requires_grad_(True)
-                loss = b.offpolicy_loss(lp, q_logp[:, None], adv, mask, clip_low=CLIP_LOW,
-                                        clip_high=CLIP_HIGH)
-                w = b.masked_is_weights(logp[:, None], q_logp[:, None], mask, clip_low=CLIP_LOW,
-                                        clip_high=CLIP_HIGH)
+                sent = _queue_update(b, logp[:, None], q_logp[:, None], _advantages(q), mask)
                 if previous is not None and not land(*previous):  # while this update computes
                     return None
-                previous = (k, logp, q_logp, q, lp, loss, w)
+                previous = (k, logp, q_logp, q, sent)
         if not land(*previous) or any(t._version != v for t, v in shared):
             return None
     except Exception:  # noqa: BLE001 - a raise: the update-by-update run says where (the

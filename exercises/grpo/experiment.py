@@ -45,6 +45,7 @@ CLIP_HIGH = 0.28
 STEP_ATOL = 1e-12      # a guided epoch lands this close to the reference's next logits, or the run is
                        # trained step by step (see _train_guided)
 VARIANTS = (True, False)   # normalize_std of policy 0 (GRPO) and policy 1 (no std, Dr. GRPO)
+_ARM_REWARDS = torch.tensor(ARM_REWARDS, dtype=torch.float64)
 
 
 def _clip_fractions(adv_pos, adv_neg, ratio, n_pol: int, G: int):
@@ -72,29 +73,19 @@ def _train(impl, seed: int, trace: list | None = None) -> list[dict]:
     computes. The curves are kept as tensors, one per iteration or epoch, and turned into Python
     numbers once at the end. The chain rule from logp back to the logits runs the two kernels
     autograd would (index_put with accumulate, log_softmax's backward) without building a graph.
-    ``trace``: receives the logits [2, 4] before every epoch, then the final ones (see ``guided``).
+    ``trace``: receives the logits [2, 4] before every epoch, then the final ones (``trajectory``).
     """
     n_pol, G, n_arms = len(VARIANTS), GROUP_SIZE, len(ARM_REWARDS)
-    g = torch.Generator()
-    g.manual_seed(seed)
-    uniforms = torch.rand(ITERATIONS, G, generator=g, dtype=torch.float64)
-    uniforms = uniforms.unsqueeze(1).expand(ITERATIONS, n_pol, G).contiguous()  # [T, 2, G] same for both
-    arm_rewards = torch.tensor(ARM_REWARDS, dtype=torch.float64)
+    uniforms, rows, mask = _setup(seed)
     theta = torch.zeros(n_pol, n_arms, dtype=torch.float64)      # logits, one row per policy
     lsm = torch.log_softmax(theta, -1)                            # [2, 4] log pi(arm), kept with theta
-    rows = torch.arange(n_pol).repeat_interleave(G)               # [2G] policy of each response
-    mask = torch.ones(n_pol * G, 1, dtype=torch.bool)            # one token per response
 
     probs_seen, rewards_seen = [], []   # per iteration: [2, 4] pi before it, [2, G] rewards
     clip_seen, grads_seen = [], []      # per epoch: [2] clip fractions, [2G] d loss / d logp
     for it in range(ITERATIONS):
         probs = torch.softmax(theta, -1)                           # [2, 4]
-        arms = torch.searchsorted(torch.cumsum(probs, -1), uniforms[it], right=True)
-        arms = arms.clamp(max=n_arms - 1)                          # [2, G]
-        rewards = arm_rewards[arms]                                # [2, G]
         with batch(impl) as b:                                     # both variants in one round trip
-            advs = [b.group_advantages(rewards[k].clone(), G, normalize_std=VARIANTS[k])
-                    for k in range(n_pol)]
+            arms, rewards, advs = _draw_group(b, probs, uniforms[it])
         # while the submission computes the advantages
         probs_seen.append(probs)
         rewards_seen.append(rewards)
@@ -137,6 +128,29 @@ def _train(impl, seed: int, trace: list | None = None) -> list[dict]:
         trace.append(theta)
     probs_seen.append(torch.softmax(theta, -1))
     return _history(probs_seen, rewards_seen, clip_seen, grads_seen)
+
+
+def _setup(seed: int):
+    """A run's fixed inputs: the uniforms [T, 2, G] (the same for both policies), the policy of
+    each response [2G] and the mask [2G, 1] (one token per response)."""
+    n_pol, G = len(VARIANTS), GROUP_SIZE
+    g = torch.Generator()
+    g.manual_seed(seed)
+    uniforms = torch.rand(ITERATIONS, G, generator=g, dtype=torch.float64)
+    uniforms = uniforms.unsqueeze(1).expand(ITERATIONS, n_pol, G).contiguous()  # [T, 2, G]
+    rows = torch.arange(n_pol).repeat_interleave(G)               # [2G] policy of each response
+    return uniforms, rows, torch.ones(n_pol * G, 1, dtype=torch.bool)
+
+
+def _draw_group(b, probs, uniforms):
+    """One iteration's groups: arms [2, G] drawn from probs [2, 4] by inverse CDF with uniforms
+    [2, G], their rewards [2, G], and each variant's group_advantages call queued in ``b``."""
+    arms = torch.searchsorted(torch.cumsum(probs, -1), uniforms, right=True)
+    arms = arms.clamp(max=len(ARM_REWARDS) - 1)                    # [2, G]
+    rewards = _ARM_REWARDS[arms]                                   # [2, G]
+    advs = [b.group_advantages(rewards[k].clone(), GROUP_SIZE, normalize_std=VARIANTS[k])
+            for k in range(len(VARIANTS))]
+    return arms, rewards, advs
 
 
 def _logp_grad(pending, logp_leaf):
@@ -209,13 +223,7 @@ def _train_guided(impl, seed: int, guide: torch.Tensor) -> list[dict] | None:
     n_pol, G, n_arms = len(VARIANTS), GROUP_SIZE, len(ARM_REWARDS)
     if tuple(guide.shape) != (ITERATIONS * EPOCHS + 1, n_pol, n_arms) or guide.dtype != torch.float64:
         return None
-    g = torch.Generator()
-    g.manual_seed(seed)
-    uniforms = torch.rand(ITERATIONS, G, generator=g, dtype=torch.float64)
-    uniforms = uniforms.unsqueeze(1).expand(ITERATIONS, n_pol, G).contiguous()  # [T, 2, G]
-    arm_rewards = torch.tensor(ARM_REWARDS, dtype=torch.float64)
-    rows = torch.arange(n_pol).repeat_interleave(G)               # [2G] policy of each response
-    mask = torch.ones(n_pol * G, 1, dtype=torch.bool)
+    uniforms, rows, mask = _setup(seed)
     probs_seen, rewards_seen, arms_seen, advs = [], [], [], []
     logps, old_logps, grads_seen = [], [], []   # per epoch, [2G] each
 
@@ -238,11 +246,8 @@ def _train_guided(impl, seed: int, guide: torch.Tensor) -> list[dict] | None:
         with batch(impl) as b:
             for it in range(ITERATIONS):                           # every iteration's advantages
                 probs = torch.softmax(guide[it * EPOCHS], -1)      # [2, 4]
-                arms = torch.searchsorted(torch.cumsum(probs, -1), uniforms[it], right=True)
-                arms = arms.clamp(max=n_arms - 1)                  # [2, G]
-                rewards = arm_rewards[arms]                        # [2, G]
-                advs.append([b.group_advantages(rewards[k].clone(), G, normalize_std=VARIANTS[k])
-                             for k in range(n_pol)])
+                arms, rewards, pending = _draw_group(b, probs, uniforms[it])
+                advs.append(pending)
                 probs_seen.append(probs)
                 rewards_seen.append(rewards)
                 arms_seen.append(arms.reshape(-1))                 # [2G]

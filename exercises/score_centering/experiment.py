@@ -79,6 +79,13 @@ def _step_plain(z, grad_logp):
     return z - LR * grad
 
 
+def _invariants(q, log_q, A):
+    """What every step uses: an SC call's rollout log-probs [V, 1] and advantages [V] (the
+    token-mean over one row per token a is E_{a~q}), and the plain loss's d/d log p [V]."""
+    V = log_q.shape[0]
+    return log_q[TOKENS].reshape(V, 1), V * log_q.exp() * A, -(q * A)
+
+
 def _run(impl, z0, q, log_q, heads, A):
     """The logits z_t, t = 0..STEPS, of the plain run and of the SC run of every head in ``heads``.
 
@@ -86,10 +93,7 @@ def _run(impl, z0, q, log_q, heads, A):
     so they go to impl in one batch (one round trip under the judge), and the plain step is taken
     while impl computes them; each run's steps stay sequential.
     """
-    V = log_q.shape[0]
-    rollout = log_q[TOKENS].reshape(V, 1)                          # [V, 1], step-invariant inputs
-    adv = V * log_q.exp() * A                                      # [V]: token-mean = E_{a~q}
-    grad_logp = -(q * A)                                           # [V]: d/d log p of the plain loss
+    rollout, adv, grad_logp = _invariants(q, log_q, A)
     plain = [z0.clone()]
     sc = [[z0.clone()] for _ in heads]
     for _ in range(STEPS):
@@ -120,9 +124,7 @@ def _run_guided(impl, z0, q, log_q, heads, A, guide):
     V = log_q.shape[0]
     if tuple(guide.shape) != (len(heads), STEPS + 1, V) or guide.dtype != D:
         return None
-    rollout = log_q[TOKENS].reshape(V, 1)                          # [V, 1], step-invariant inputs
-    adv = V * log_q.exp() * A                                      # [V]: token-mean = E_{a~q}
-    grad_logp = -(q * A)                                           # [V]: d/d log p of the plain loss
+    rollout, adv, grad_logp = _invariants(q, log_q, A)
     plain = [z0.clone()]
     sc = [[z0.clone()] for _ in heads]
 
