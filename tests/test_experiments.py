@@ -97,7 +97,7 @@ def test_plot_survives_odd_metrics(slug, odd, tmp_path):
 # the step-by-step function, and the function whose answer a step uses.
 GUIDED = {"glm5_mis": ("stale_bandit", "offpolicy_loss"), "grpo": ("_train", "grpo_loss"),
           "score_centering": ("_run", "sc_policy_loss")}
-WRITTEN = {"glm5_mis": 1, "grpo": 1, "score_centering": 1}  # an input that the loss does not save for backward
+WRITTEN = 1  # the loss's argument a test writes into: old/rollout log-probs, saved by no backward
 SHARED = {"glm5_mis", "grpo"}  # toys that hand one input to several steps' calls
 SOLUTIONS = Path(__file__).parent / "solutions"
 
@@ -118,6 +118,21 @@ def _impls(slug: str) -> dict:
     for w in ex.wrong_solutions():
         out[f"wrong/{w.name}"] = load_module(w.path, f"_test_{slug}_wrong_{w.name}")
     return out
+
+
+def _count_steps(monkeypatch, experiment, name: str) -> list:
+    """Count calls of the step-by-step function ``name`` (one entry per call), until undone."""
+    original = getattr(experiment, name)
+    stepped: list = []
+    monkeypatch.setattr(experiment, name, lambda *a, **k: stepped.append(1) or original(*a, **k))
+    return stepped
+
+
+def _with_loss(ex, loss: str, fn):
+    """The reference with its function ``loss`` replaced by ``fn``."""
+    impl = types.SimpleNamespace(**{n: getattr(ex.ref, n) for n in ex.function_names})
+    setattr(impl, loss, fn)
+    return impl
 
 
 def _outcome(experiment, impl, **kw):
@@ -147,13 +162,9 @@ def test_a_guided_run_gives_the_metrics_of_the_step_by_step_run(slug, monkeypatc
     fell_back = []
     for name, impl in _impls(slug).items():
         plain = _outcome(experiment, impl)
-        original = getattr(experiment, step_by_step)
-        stepped: list = []
-        monkeypatch.setattr(experiment, step_by_step, lambda *a, **k: stepped.append(1) or original(*a, **k))
-        try:
+        with monkeypatch.context() as m:
+            stepped = _count_steps(m, experiment, step_by_step)
             guided = _outcome(experiment, impl, guide=guide)
-        finally:
-            monkeypatch.setattr(experiment, step_by_step, original)
         assert _same(plain, guided), f"{name}: the guided run differs from the step-by-step run"
         if name in ("reference", "independent"):
             assert not stepped, f"{name} strayed from the reference's trajectory"
@@ -168,14 +179,12 @@ def test_a_run_that_strays_slightly_is_trained_step_by_step(slug, monkeypatch):
     reference's trajectory: it is judged by its own step-by-step run, not by the guide's."""
     ex = EXERCISES[slug]
     experiment, (step_by_step, loss) = ex.experiment, GUIDED[slug]
-    impl = types.SimpleNamespace(**{n: getattr(ex.ref, n) for n in ex.function_names})
-    setattr(impl, loss, lambda *a, **k: getattr(ex.ref, loss)(*a, **k) * (1 + 1e-6))
-    guide, original = _guide(slug), getattr(experiment, step_by_step)
-    stepped: list = []
-    monkeypatch.setattr(experiment, step_by_step, lambda *a, **k: stepped.append(1) or original(*a, **k))
-    guided = experiment.run(impl, None, guide=guide)
+    impl = _with_loss(ex, loss, lambda *a, **k: getattr(ex.ref, loss)(*a, **k) * (1 + 1e-6))
+    guide = _guide(slug)
+    with monkeypatch.context() as m:
+        stepped = _count_steps(m, experiment, step_by_step)
+        guided = experiment.run(impl, None, guide=guide)
     assert stepped == [1]
-    monkeypatch.setattr(experiment, step_by_step, original)
     assert _same(guided, experiment.run(impl, None))
 
 
@@ -183,9 +192,7 @@ def test_a_run_that_strays_slightly_is_trained_step_by_step(slug, monkeypatch):
 def test_a_guide_of_another_shape_is_not_used(slug, monkeypatch):
     experiment, (step_by_step, _) = EXERCISES[slug].experiment, GUIDED[slug]
     guide = _guide(slug)
-    stepped: list = []
-    original = getattr(experiment, step_by_step)
-    monkeypatch.setattr(experiment, step_by_step, lambda *a, **k: stepped.append(1) or original(*a, **k))
+    stepped = _count_steps(monkeypatch, experiment, step_by_step)
     experiment.run(EXERCISES[slug].ref, None, guide=guide[:-1])
     assert stepped == [1]
 
@@ -248,19 +255,15 @@ def test_a_run_that_writes_into_its_inputs_is_the_step_by_step_run(slug, monkeyp
     def writes(*args, **kwargs):
         out = getattr(ex.ref, loss)(*args, **kwargs)
         # after computing (its own answer is right): the next call given it sees the damage
-        old = args[WRITTEN[slug]]
         with torch.no_grad():
-            old.add_(0.25)
+            args[WRITTEN].add_(0.25)
         return out
 
-    plain = types.SimpleNamespace(**{n: getattr(ex.ref, n) for n in ex.function_names})
-    setattr(plain, loss, writes)
-    impl = _AsInTheSandbox(plain)
-    guide, original = _guide(slug), getattr(experiment, step_by_step)
-    stepped: list = []
-    monkeypatch.setattr(experiment, step_by_step, lambda *a, **k: stepped.append(1) or original(*a, **k))
-    guided = _outcome(experiment, impl, guide=guide)
-    monkeypatch.setattr(experiment, step_by_step, original)
+    impl = _AsInTheSandbox(_with_loss(ex, loss, writes))
+    guide = _guide(slug)
+    with monkeypatch.context() as m:
+        stepped = _count_steps(m, experiment, step_by_step)
+        guided = _outcome(experiment, impl, guide=guide)
     assert _same(guided, _outcome(experiment, impl))
     if slug in SHARED:
         assert stepped == [1]
