@@ -206,7 +206,7 @@ class Worker:
                 self.changed(job.id)
                 # The API, just woken, answers before the plots are drawn: with no submission
                 # waiting, this worker gives it the cores for a moment (measured on a 1-worker
-                # service: time outside grading 4.6-5.3 -> 3.6-4.0 ms; sched_yield alone let the
+                # service: time outside grading 4.7-5.3 -> 3.3-4.4 ms; sched_yield alone let the
                 # plots, the child's exit and the API share them). Under a backlog it draws at once.
                 if not self.store.has_queued():
                     time.sleep(ANSWER_FIRST_S)

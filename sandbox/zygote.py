@@ -324,11 +324,11 @@ def collapse_to_huge_pages() -> int:
     exit tears them down: ~5 ms each way for this zygote, on every submission. With huge pages
     it copies one entry per 2 MB (measured: fork 5.4 -> 2.5 ms, a spare's CPU 12 -> 9 ms). The
     collapse itself takes ~0.5 s once, so only a zygote that forks many children does it (the
-    service's, not ``judge local``'s, which forks one). Only
-    the existing memory is collapsed (MADV_COLLAPSE, regardless of the system's THP mode; no
-    MADV_HUGEPAGE, so later faults still get 4 kB pages); a child's first write to a huge page
-    splits the mapping and copies 4 kB, as before. Returns the MB collapsed (0 where the kernel
-    cannot: older than 6.1, or THP unavailable).
+    service's, not ``judge local``'s, which forks one). Only the existing memory is collapsed
+    (MADV_COLLAPSE, regardless of the system's THP mode; no MADV_HUGEPAGE, so later faults still
+    get 4 kB pages); a child's first write to a huge page splits the mapping and copies 4 kB, as
+    before. Returns the MB collapsed (0 where the kernel cannot: older than 6.1, or THP
+    unavailable).
     """
     import ctypes
     import re
