@@ -54,3 +54,31 @@ def test_a_spare_keeping_zygote_is_on_huge_pages_where_the_kernel_allows():
         assert huge_kb >= 64 << 10, rollup
     finally:
         box.close()
+
+
+
+def test_a_child_is_in_its_own_cgroups_before_it_says_hello():
+    """The child warms up while the zygote moves it into its cgroups (10-25 ms of kernel wait),
+    but says hello, and so gets a submission, only once it is in them."""
+    import pytest
+
+    from judge.exercise import Limits
+
+    box = Sandbox()  # no spares: the zygote's one child is the job's
+    try:
+        if not box.info.get("cgroups"):
+            pytest.skip("no per-job cgroups here (needs root and cgroup v1 memory + pids)")
+        for _ in range(3):
+            job = box.open_job(Limits())
+            # read at once: the zygote's "started" report comes only after the move
+            pids = open(f"/proc/{box.proc.pid}/task/{box.proc.pid}/children").read().split()
+            assert len(pids) == 1, pids
+            groups = dict(line.split(":", 2)[1:] for line in
+                          open(f"/proc/{pids[0]}/cgroup").read().splitlines())
+            mine = f"/judge-zygote-{box.proc.pid}/job"
+            for controller in ("memory", "pids"):
+                assert mine in groups.get(controller, ""), groups
+            job.close()
+            box.drain()
+    finally:
+        box.close()
