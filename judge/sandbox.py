@@ -132,7 +132,12 @@ class Sandbox:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONPATH": str(REPO_ROOT),
                "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+               "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg",
+               # No accelerator: submissions compute on the CPU. With one visible, a CUDA build
+               # of torch starts autograd's device threads at the zygote's warm-up backward, and
+               # every forked child's backward() then raises "Unable to handle autograd's
+               # threading in combination with fork-based multiprocessing" (seen on a GPU machine).
+               "CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}
         env.update({k: os.environ[k] for k in _ENV_PASSTHROUGH if k in os.environ})
         self.proc = subprocess.Popen(
             # a zygote that keeps spares forks one child per submission: fork cheaper (2 MB pages)

@@ -82,3 +82,27 @@ def test_a_child_is_in_its_own_cgroups_before_it_says_hello():
             box.drain()
     finally:
         box.close()
+
+
+def test_no_accelerator_is_visible_to_the_zygote_or_a_submission(sandbox):
+    """Submissions compute on the CPU. Were a GPU visible to a CUDA build of torch, the zygote's
+    warm-up backward would start autograd's device threads, and every forked child's backward()
+    would then raise "Unable to handle autograd's threading in combination with fork-based
+    multiprocessing" (seen on a GPU machine before the zygote's environment hid them)."""
+    from judge.exercise import Limits
+    from sandbox import wire
+
+    environ = open(f"/proc/{sandbox.proc.pid}/environ", "rb").read().split(b"\0")
+    assert b"CUDA_VISIBLE_DEVICES=" in environ and b"HIP_VISIBLE_DEVICES=" in environ, environ
+    job = sandbox.open_job(Limits(call_seconds=5, total_seconds=30))
+    try:
+        source = ("import os, torch\n\ndef seen():\n    return [os.environ.get('CUDA_VISIBLE_DEVICES'),"
+                  " os.environ.get('HIP_VISIBLE_DEVICES'), torch.cuda.device_count()]\n")
+        assert job.request({"op": "load", "source": source, "functions": ["seen"]},
+                           during="load").header["ok"]
+        msg = job.request({"op": "call", "fn": "seen", "args": {"L": []}, "kwargs": {"D": []},
+                           "grad": []}, during="seen")
+        assert msg.header["ok"], msg.header
+        assert msg.value(msg.header["result"]) == ["", "", 0]
+    finally:
+        job.close()
