@@ -262,6 +262,8 @@ class Sandbox:
             child_sock.close()
             os.close(out_w)
         job._wait_hello()
+        if self.info.get("cgroups"):  # a child says hello only once it is in its own groups
+            job.layers.append("cgroup memory+pids")
         return job
 
     def _kill(self, job_id: str) -> None:

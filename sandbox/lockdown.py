@@ -169,6 +169,8 @@ def isolate(*, scratch: str, root: bool, seccomp_filter, limits: dict,
     rep = Report()
     os.setsid()
     rep.layers.append("session")
+    if os.getpid() == 1:  # forked into a fresh PID namespace by the zygote (as root)
+        rep.layers.append("pid-namespace")
     ns = CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS if root else CLONE_NEWUSER | CLONE_NEWNET
     try:
         unshare(ns)

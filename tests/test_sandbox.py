@@ -106,3 +106,20 @@ def test_no_accelerator_is_visible_to_the_zygote_or_a_submission(sandbox):
         assert msg.value(msg.header["result"]) == ["", "", 0]
     finally:
         job.close()
+
+
+def test_a_verdict_names_every_layer_in_force(sandbox):
+    """The verdict's ``sandbox`` field lists what the README's table promises, where it applies:
+    as root, the PID namespace and the per-submission cgroup too."""
+    from judge.exercise import discover
+    from judge.grading import grade
+
+    ex = discover()["glm5_mis"]
+    v = grade(ex, ex.solution_path.read_text(), sandbox=sandbox, seed=0, out_dir=None, tiers=["T0"])
+    assert v.verdict == "accepted", v
+    assert "session" in v.sandbox and "rlimits" in v.sandbox
+    assert ("pid-namespace" in v.sandbox) == bool(sandbox.info.get("pid_namespace")), v.sandbox
+    assert ("cgroup memory+pids" in v.sandbox) == bool(sandbox.info.get("cgroups")), v.sandbox
+    if os.geteuid() == 0:  # this machine, as root: every layer
+        assert {"pid-namespace", "net-namespace", "uid 65534", "seccomp",
+                "cgroup memory+pids"} <= set(v.sandbox), v.sandbox
