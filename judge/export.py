@@ -55,7 +55,7 @@ apt-get install -y -q "$PY-venv" libseccomp2 || apt-get install -y -q python3-ve
 "$PY" -m venv /autograder/venv
 /autograder/venv/bin/pip install -q --upgrade pip
 /autograder/venv/bin/pip install -q --index-url https://download.pytorch.org/whl/cpu "{torch_spec}"
-/autograder/venv/bin/pip install -q numpy "pydantic>=2" pyseccomp
+/autograder/venv/bin/pip install -q numpy "pydantic>=2" pyseccomp orjson
 # The judge grades as an unprivileged user (the sandbox's laptop mode: Landlock, seccomp,
 # rlimits; a container usually cannot mount the per-job tmpfs that root mode needs).
 id judge-grader >/dev/null 2>&1 || useradd --system --create-home --shell /usr/sbin/nologin judge-grader

@@ -4,8 +4,12 @@ A frame is ``!II`` (header length, payload length), a JSON header, then the raw 
 tensor in the header, concatenated, each padded to 8 bytes. Values form a small JSON tree; a
 tensor is a node ``{"T": i, "dtype", "shape"}`` (dtype from a fixed list), and the header's
 ``nb`` lists each tensor's byte count in payload order, against which a node is checked when it
-is decoded. Nothing is ever unpickled and no code object crosses: a malicious peer can only send
-wrong numbers, bad JSON or oversized frames, and each of those is a ``WireError``.
+is decoded. Other nodes: ``{"f": x}`` a float (``"nan"``, ``"inf"``, ``"-inf"`` as strings),
+``{"I": digits}`` an int beyond 64 bits, ``{"L"|"U": [...]}`` a list or tuple, ``{"D": [[key,
+value], ...]}`` a dict with str keys, ``{"O": type, "r": repr}`` anything else, by name. Nothing
+is ever unpickled and no code object crosses: a malicious peer can only send wrong numbers, bad
+JSON or oversized frames, and each of those is a ``WireError``. Headers are written and read with
+orjson where it is installed, with the standard library's json for what it refuses.
 """
 
 from __future__ import annotations
@@ -20,6 +24,11 @@ import time
 from typing import Any, Callable
 
 import torch
+
+try:  # 5-10x faster on these small headers; the standard library's json is the fallback
+    import orjson
+except ImportError:  # pragma: no cover - a dependency, but the codec works without it
+    orjson = None
 
 _FRAME = struct.Struct("!II")
 MAX_HEADER = 4 << 20  # bytes of JSON in one frame
@@ -39,6 +48,18 @@ _DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 _JSON = json.JSONEncoder(separators=(",", ":"))
 
 
+def _dumps(header: dict) -> bytes:
+    """A header's JSON. orjson takes ~0.4 us where json takes ~4.5 for a call's header; what it
+    refuses (a string with a lone surrogate, an int beyond 64 bits) goes through json, as
+    before, and so does the reading side (``_header``)."""
+    if orjson is not None:
+        try:
+            return orjson.dumps(header)
+        except orjson.JSONEncodeError:
+            pass
+    return _JSON.encode(header).encode()
+
+
 class WireError(Exception):
     """A malformed, oversized or truncated message."""
 
@@ -51,7 +72,7 @@ def frame(header: dict, blobs: list[bytes] = ()) -> bytes:
     bytes without walking the value tree."""
     if blobs:
         header["nb"] = [len(b) for b in blobs[0::2]]
-    head = _JSON.encode(header).encode()
+    head = _dumps(header)
     size = sum(map(len, blobs))
     return b"".join([_FRAME.pack(len(head), size), head, *blobs])
 
@@ -175,9 +196,12 @@ class Reader:
 
 def _header(head: bytes) -> dict:
     try:
-        header = json.loads(head)
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise WireError(f"bad header: {e}") from None
+        header = orjson.loads(head) if orjson is not None else json.loads(head)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        try:  # what orjson refuses and json takes (lone surrogates, ints beyond 64 bits)
+            header = json.loads(head)
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:
+            raise WireError(f"bad header: {e}") from None
     if not isinstance(header, dict):
         raise WireError("header is not an object")
     return header
@@ -214,8 +238,10 @@ def _encode(value: Any, blobs: list, depth: int, tensors: list | None) -> Any:
         if tensors is not None:
             tensors.append(value)
         return _encode_tensor(value, blobs)
-    if value is None or t is bool or t is int or t is str:  # exactly these: no subclasses
+    if value is None or t is bool or t is str:  # exactly these: no subclasses
         return value
+    if t is int:  # beyond 64 bits as digits: orjson reads such a literal as a float
+        return value if -_I64 <= value < _I64 else {"I": _digits(value)}
     if t is float:
         return {"f": value if math.isfinite(value) else repr(value)}
     if t is list:
@@ -225,6 +251,16 @@ def _encode(value: Any, blobs: list, depth: int, tensors: list | None) -> Any:
     if t is dict and all(type(k) is str for k in value):
         return {"D": [[k, _encode(v, blobs, depth + 1, tensors)] for k, v in value.items()]}
     return {"O": type_name(value), "r": _safe_repr(value)}
+
+
+_I64 = 1 << 63
+
+
+def _digits(value: int) -> str:
+    try:
+        return str(value)
+    except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+        raise WireError("an int too large to send") from None
 
 
 def tensors_in(tree: Any) -> list[torch.Tensor]:
@@ -380,6 +416,14 @@ def _decode_with(tree: Any, msg: Message, depth: int, count: list,
                 raise WireError("bad dict node")
             d[p[0]] = _decode_with(p[1], msg, depth + 1, count, tensors)
         return d
+    if "I" in tree:
+        v = tree["I"]
+        try:
+            if type(v) is str:
+                return int(v)
+        except ValueError:
+            pass
+        raise WireError("bad int node")
     if "O" in tree:
         return Opaque(str(tree["O"])[:200], str(tree.get("r", ""))[:200])
     raise WireError("unknown value node")

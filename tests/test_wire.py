@@ -31,6 +31,34 @@ def test_tensors_and_plain_values_round_trip():
     assert out[9]["k"].dtype == torch.bfloat16 and float(out[9]["k"]) == 2.0
 
 
+@pytest.mark.parametrize("fast", [True, False], ids=["orjson", "json only"])
+def test_what_orjson_refuses_round_trips_through_json(fast, monkeypatch):
+    """Headers go through orjson where it is installed; what it refuses (a lone surrogate, an
+    int beyond 64 bits, whose literal it would read as a float) comes back exactly as sent."""
+    if not fast:
+        monkeypatch.setattr(wire, "orjson", None)
+    elif wire.orjson is None:
+        pytest.skip("orjson is not installed")
+    huge = [2 ** 63, -(2 ** 63) - 1, 10 ** 40, 2 ** 63 - 1, -(2 ** 63)]
+    value = ["lone \ud800 surrogate", {"k\udfff": 1}, *huge, 0.1, 1e-300, float("nan")]
+    out = roundtrip(value)
+    assert out[:2] == value[:2]
+    assert out[2:7] == huge and all(type(x) is int for x in out[2:7])
+    assert out[7:9] == [0.1, 1e-300] and out[9] != out[9]
+
+
+def test_malformed_int_nodes_are_rejected():
+    for node in ({"I": "12x"}, {"I": 12}, {"I": "9" * 5000}):
+        with pytest.raises(wire.WireError, match="int"):
+            wire.Message({}, bytearray()).value({"L": [node]})
+    if wire.orjson is None:
+        return
+    # an int literal beyond 64 bits is not an int node: orjson reads it as a float, refused
+    with pytest.raises(wire.WireError):
+        header = wire._header(b'{"v": {"L": [123456789012345678901234567890]}}')
+        wire.Message(header, bytearray()).value(header["v"])
+
+
 @pytest.mark.parametrize("dtype", list(wire.DTYPES.values()))
 def test_every_dtype_keeps_its_bytes_whatever_the_layout(dtype):
     base = (torch.arange(24).reshape(4, 6) % 7 - 3).to(dtype)
