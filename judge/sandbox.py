@@ -26,6 +26,7 @@ from pathlib import Path
 from judge.errors import SandboxError, SubmissionFailure
 from judge.exercise import Limits
 from judge.job import Job, _wipe
+from sandbox.lockdown import NO_ACCELERATORS, SANDBOX_UID
 
 log = logging.getLogger("judge.sandbox")
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +37,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # (+1.4 in one), score_centering -1.5 to -5.6 in four of five (+1.5), glm5_mis -2.0 and -3.0
 # in two of three (+0.9).
 SPIN_SECONDS = 0.002
-SANDBOX_UID = 65534
 _ENV_PASSTHROUGH = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
@@ -132,12 +132,7 @@ class Sandbox:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONPATH": str(REPO_ROOT),
                "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg",
-               # No accelerator: submissions compute on the CPU. With one visible, a CUDA build
-               # of torch starts autograd's device threads at the zygote's warm-up backward, and
-               # every forked child's backward() then raises "Unable to handle autograd's
-               # threading in combination with fork-based multiprocessing" (seen on a GPU machine).
-               "CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}
+               "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg", **NO_ACCELERATORS}
         env.update({k: os.environ[k] for k in _ENV_PASSTHROUGH if k in os.environ})
         self.proc = subprocess.Popen(
             # a zygote that keeps spares forks one child per submission: fork cheaper (2 MB pages)

@@ -23,6 +23,12 @@ CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 CLONE_THREAD = 0x00010000
 SANDBOX_UID = 65534  # nobody
+# No accelerator for submissions, which compute on the CPU: in the zygote's environment (with one
+# visible, a CUDA build of torch starts autograd's device threads at the zygote's warm-up
+# backward, and every forked child's backward() then raises "Unable to handle autograd's
+# threading in combination with fork-based multiprocessing"; seen on a GPU machine) and in each
+# child's, which is rebuilt from scratch.
+NO_ACCELERATORS = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}
 
 
 @dataclass
