@@ -131,11 +131,8 @@ class _Encoded:
         if handle and any(diff) and diff_inputs:
             state = _State(proxy, handle, fn, outs, diff, diff_inputs,
                            proxy._checked_grads(fn, msg, diff_inputs))
-            if torch.is_grad_enabled() is self.grad_mode:
+            with torch.set_grad_enabled(self.grad_mode):  # a batch may be read inside a backward()
                 outs = list(_Bridge.apply(state, *diff_inputs))
-            else:  # a batch may be read inside a backward(), or under no_grad
-                with torch.set_grad_enabled(self.grad_mode):
-                    outs = list(_Bridge.apply(state, *diff_inputs))
         else:  # a detached result, or a leaf the submission made itself
             outs = [o.requires_grad_(True) if d else o for o, d in zip(outs, diff)]
         return _rebuild(result, outs)
@@ -325,5 +322,5 @@ class SubmissionProxy:
         for g, x in zip(got, inputs):
             if g is not None and not (isinstance(g, torch.Tensor) and g.shape == x.shape):
                 return None
-            out.append(g if g is None or g.dtype == x.dtype else g.to(x.dtype))
+            out.append(None if g is None else g.to(x.dtype))
         return out
