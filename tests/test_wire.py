@@ -39,12 +39,13 @@ def test_what_orjson_refuses_round_trips_through_json(fast, monkeypatch):
         monkeypatch.setattr(wire, "orjson", None)
     elif wire.orjson is None:
         pytest.skip("orjson is not installed")
+    # each in a frame of its own: a surrogate sends its whole frame through json both ways
+    strings = ["lone \ud800 surrogate", {"k\udfff": 1}]
+    assert roundtrip(strings) == strings
     huge = [2 ** 63, -(2 ** 63) - 1, 10 ** 40, 2 ** 63 - 1, -(2 ** 63)]
-    value = ["lone \ud800 surrogate", {"k\udfff": 1}, *huge, 0.1, 1e-300, float("nan")]
-    out = roundtrip(value)
-    assert out[:2] == value[:2]
-    assert out[2:7] == huge and all(type(x) is int for x in out[2:7])
-    assert out[7:9] == [0.1, 1e-300] and out[9] != out[9]
+    out = roundtrip([*huge, 0.1, 1e-300, float("nan")])
+    assert out[:5] == huge and all(type(x) is int for x in out[:5])
+    assert out[5:7] == [0.1, 1e-300] and out[7] != out[7]
 
 
 def test_malformed_int_nodes_are_rejected():
