@@ -29,7 +29,7 @@ test: setup
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 bench: setup
-	$(PY) -m judge.bench
+	$(PY) -m judge.service.bench
 
 clean:
 	rm -rf .venv judge-out bench-results.json

@@ -109,7 +109,7 @@ def read_source(path: Path) -> str:
 def cmd_local(args: argparse.Namespace) -> int:
     from judge.grading import grade, warm
     from judge.report import render
-    from judge.sandbox import Sandbox
+    from judge.box.sandbox import Sandbox
 
     t0 = time.perf_counter()
     exercise = resolve(args.exercise)
@@ -168,8 +168,8 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from judge.api import serve
-    from judge.config import Config
+    from judge.service.app import serve
+    from judge.service.config import Config
 
     overrides: dict = {} if args.workers is None else {"workers": max(args.workers, 0)}
     if args.allow_weak_sandbox:
@@ -179,7 +179,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_new(args: argparse.Namespace) -> int:
     from judge.exercise import REPO_ROOT
-    from judge.scaffold import new_exercise
+    from judge.authoring.scaffold import new_exercise
 
     root = args.root or REPO_ROOT
     for path in new_exercise(args.slug, root=root, title=args.title):
@@ -189,7 +189,7 @@ def cmd_new(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from judge import validate as v
+    from judge.authoring import validate as v
 
     if args.all == bool(args.exercises):
         raise UsageError("give exercise folders or slugs, or --all")
@@ -208,7 +208,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from judge.export import gradescope_zip, parse_points
+    from judge.authoring.export import gradescope_zip, parse_points
 
     exercise = resolve(args.exercise)
     out = args.out or Path("judge-out") / f"{exercise.slug}-gradescope.zip"

@@ -16,7 +16,7 @@ from judge.models import (Artifact, Resources, SubmissionError, TestResult, Tier
                           Verdict)
 from judge.proxy import SubmissionProxy
 from judge.runner import artifacts_in, draw_pending, run_tiers
-from judge.sandbox import Sandbox
+from judge.box.sandbox import Sandbox
 from judge.testing import Context
 
 log = logging.getLogger("judge.grading")

@@ -18,7 +18,7 @@ import torch
 
 from judge.errors import RemoteException, SubmissionFailure
 from judge.exercise import Function
-from judge.job import Job
+from judge.box.job import Job
 from judge.testing import Feedback, Pending, type_name
 from sandbox import wire
 

@@ -8,7 +8,7 @@ import torch
 torch.set_num_threads(1)  # as in grading.warm(): small tensors, no oversubscription
 
 from judge.exercise import discover
-from judge.sandbox import Sandbox
+from judge.box.sandbox import Sandbox
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from judge.grading import grade  # noqa: E402
-from judge.sandbox import Sandbox  # noqa: E402
+from judge.box.sandbox import Sandbox  # noqa: E402
 import test_attacks as T  # noqa: E402
 
 ATTACKS = ["read_reference", "read_host_files", "write_outside", "tcp_connect", "fork",

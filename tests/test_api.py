@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from judge.api import create_app
-from judge.config import Config
+from judge.service.app import create_app
+from judge.service.config import Config
 from judge.exercise import REPO_ROOT
 
 API_KEYS = ("test-key-alice", "test-key-bob")  # the service fixture's keys (tests/conftest.py)

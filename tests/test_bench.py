@@ -1,6 +1,6 @@
 """The benchmark's arithmetic and its table (the measurements themselves run under ``make bench``)."""
 
-from judge.bench import _pct, render
+from judge.service.bench import _pct, render
 
 
 def test_percentiles_pick_measured_values():
@@ -27,7 +27,7 @@ def test_the_table_shows_ratios_against_the_targets():
 
 
 def test_cpu_accounting_reads_this_process_and_the_machine():
-    from judge.bench import _busy_jiffies, _cpu_ms
+    from judge.service.bench import _busy_jiffies, _cpu_ms
     import os
     import time
 

@@ -14,7 +14,7 @@ import pytest
 
 from judge.cli import main
 from judge.exercise import TIERS, discover
-from judge.export import gradescope_results, gradescope_zip, parse_points
+from judge.authoring.export import gradescope_results, gradescope_zip, parse_points
 from judge.grading import grade
 
 GSPO = discover()["gspo"]

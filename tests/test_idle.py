@@ -2,7 +2,7 @@
 
 import multiprocessing as mp
 
-from judge.idle import IdleWorkers
+from judge.service.idle import IdleWorkers
 
 
 def make(n: int = 3) -> IdleWorkers:

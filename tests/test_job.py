@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from judge.exercise import Limits
-from judge.sandbox import Sandbox
+from judge.box.sandbox import Sandbox
 from sandbox import wire
 
 SOURCE = '''
@@ -58,7 +58,7 @@ def test_requests_sent_ahead_are_answered_in_order(sandbox):
 
 
 def test_spares_are_forked_when_a_job_closes():
-    import judge.sandbox
+    import judge.box.sandbox
 
     box = Sandbox(spares=True)
     try:
@@ -67,7 +67,7 @@ def test_spares_are_forked_when_a_job_closes():
         assert not box._spare  # not while the first job runs
         first.close()
         spares = list(next(iter(box._spare.values())))
-        assert len(spares) == judge.sandbox.SPARES_AHEAD
+        assert len(spares) == judge.box.sandbox.SPARES_AHEAD
         assert all(sp.ready.wait(30) and sp.job is not None for sp in spares)
         second = box.open_job(limits)
         assert second is spares[0].job and second.pid != first.pid
@@ -84,9 +84,9 @@ def test_spares_are_forked_when_a_job_closes():
 def test_a_spare_waits_after_a_close_unless_a_job_is_opened(monkeypatch):
     """The successor spare holds back for a moment after a close (the verdict is being delivered),
     but a job opened meanwhile wants it at once: it must not wait out the delay."""
-    import judge.sandbox
+    import judge.box.sandbox
 
-    monkeypatch.setattr(judge.sandbox, "SPARE_DELAY", 60.0)  # far longer than take() would wait
+    monkeypatch.setattr(judge.box.sandbox, "SPARE_DELAY", 60.0)  # far longer than take() would wait
     box = Sandbox(spares=True)
     try:
         limits = Limits(call_seconds=5, total_seconds=30)

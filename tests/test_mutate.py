@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from judge.exercise import REFERENCE_DIR
-from judge.mutate import OPERATORS, generate, select
+from judge.authoring.mutate import OPERATORS, generate, select
 
 SOURCE = textwrap.dedent('''\
     """Docstring: 1 < 2 is not code."""

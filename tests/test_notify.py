@@ -14,13 +14,13 @@ import time
 
 import pytest
 
-from judge.api_support import Changes
-from judge.config import Config
+from judge.service.guard import Changes
+from judge.service.config import Config
 from judge.exercise import REPO_ROOT
 from judge.models import Verdict
-from judge.progress import ProgressWriter, notify_change
-from judge.store import Store
-from judge.workers import Worker
+from judge.service.progress import ProgressWriter, notify_change
+from judge.service.store import Store
+from judge.service.workers import Worker
 
 REF = (REPO_ROOT / "reference/glm5_mis/solution.py").read_text()
 SLOW_LOAD = REF + "\nimport time as _t\n_t.sleep(1)\n"  # its stream waits before the first test

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from judge.sandbox import Sandbox
+from judge.box.sandbox import Sandbox
 
 
 def test_scratch_of_a_killed_sandbox_is_wiped_by_the_next(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from judge.cli import main
 from judge.exercise import load_exercise
-from judge.validate import validate_exercise
+from judge.authoring.validate import validate_exercise
 
 
 def test_judge_new_writes_the_folder_layout(tmp_path, capsys):

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from judge.store import MAX_ATTEMPTS, Store
+from judge.service.store import MAX_ATTEMPTS, Store
 
 
 @pytest.fixture

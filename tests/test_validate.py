@@ -11,8 +11,8 @@ import pytest
 from judge.cli import main
 from judge.models import TestResult as Result  # aliased: not a pytest class
 from judge.models import TierResult, Verdict
-from judge.scaffold import new_exercise
-from judge.validate import (_first_difference, exercise_folders, normalized, render,
+from judge.authoring.scaffold import new_exercise
+from judge.authoring.validate import (_first_difference, exercise_folders, normalized, render,
                             render_exercise, validate, validate_exercise)
 
 FOLDERS = exercise_folders()

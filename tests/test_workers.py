@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from judge.catalog import preview_dir
-from judge.config import Config
+from judge.service.catalog import preview_dir
+from judge.service.config import Config
 from judge.exercise import REPO_ROOT
 from judge.models import Verdict
-from judge.store import Store
-from judge.workers import Worker, WorkerPool, artifacts_dir
+from judge.service.store import Store
+from judge.service.workers import Worker, WorkerPool, artifacts_dir
 
 REF = (REPO_ROOT / "reference/glm5_mis/solution.py").read_text()
 

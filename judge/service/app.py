@@ -1,7 +1,7 @@
 """The judge as a service: ``create_app(config)`` builds the FastAPI app; ``serve`` runs it.
 
 The API process never grades: it commits submissions to SQLite and answers from it; grading
-workers (``judge.workers``) claim them. Routes stay thin; plumbing is in ``judge.api_support``.
+workers (``judge.service.workers``) claim them. Routes stay thin; plumbing is in ``judge.service.guard``.
 """
 
 from __future__ import annotations
@@ -25,16 +25,16 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from judge.api_models import (Accepted, ErrorBody, ExerciseDetail, ExerciseSummary, FunctionInfo,
+from judge.service.schemas import (Accepted, ErrorBody, ExerciseDetail, ExerciseSummary, FunctionInfo,
                               Health, LimitsInfo, Preview, Readiness, Submission, SubmissionPage,
                               SubmissionSummary, SubmitRequest)
-from judge.api_support import (SUBMISSION_ID, ApiError, Changes, Guard, RateLimiter, log,
+from judge.service.guard import (SUBMISSION_ID, ApiError, Changes, Guard, RateLimiter, log,
                                list_regular_files, read_regular_file)
-from judge.catalog import load_catalog, preview_dir
-from judge.config import Config
+from judge.service.catalog import load_catalog, preview_dir
+from judge.service.config import Config
 from judge.models import Verdict
-from judge.store import Store
-from judge.workers import WorkerPool, artifacts_dir
+from judge.service.store import Store
+from judge.service.workers import WorkerPool, artifacts_dir
 
 bearer = HTTPBearer(auto_error=False, description="an API key from JUDGE_API_KEYS")
 AUTH = [Security(bearer)]  # declares the scheme in the OpenAPI document; Guard enforces it

@@ -5,9 +5,9 @@ so workers are processes, not threads. Each worker is started with the "spawn" m
 interpreter: nothing of the API process, and no API keys, is inherited), preloads every exercise's
 tests, reference, oracle and experiment and the plot writer, starts its ``Sandbox`` (fork+exec of
 a fresh zygote with a scrubbed environment), says it is ready, then claims submissions one at a
-time; a new submission wakes the worker that went idle last (``judge.idle``: its caches are warm).
+time; a new submission wakes the worker that went idle last (``judge.service.idle``: its caches are warm).
 Progress goes to the ``events`` table through ``grade(..., on_test=...)``, a few results per
-write (``judge.progress``); after committing any change to a submission a worker writes its id to
+write (``judge.service.progress``); after committing any change to a submission a worker writes its id to
 the pool's pipe, so the API wakes whoever waits for it without polling.
 
 ``WorkerPool`` lives in the API process: it starts the workers, restarts one that dies (its
@@ -29,13 +29,13 @@ import threading
 import time
 from pathlib import Path
 
-from judge.catalog import load_catalog, preview_dir
-from judge.config import Config
-from judge.idle import IdleWorkers
-from judge.progress import ProgressWriter, notify_change
-from judge.store import Job, Store
+from judge.service.catalog import load_catalog, preview_dir
+from judge.service.config import Config
+from judge.service.idle import IdleWorkers
+from judge.service.progress import ProgressWriter, notify_change
+from judge.service.store import Job, Store
 
-log = logging.getLogger("judge.workers")
+log = logging.getLogger("judge.service.workers")
 ARTIFACTS = "artifacts"
 OVERRUN_GRACE_S = 60.0  # a grading this far past its exercise's total limit means a stuck worker
 ANSWER_FIRST_S = 0.0015  # after a verdict, how long an unhurried worker waits before drawing plots
@@ -86,7 +86,7 @@ class Worker:
     def new_sandbox(self):
         """A warm zygote (fork+exec of a fresh interpreter, scrubbed environment) with a spare
         child forked ahead; refused when it lacks a layer the service requires."""
-        from judge.sandbox import Sandbox
+        from judge.box.sandbox import Sandbox
 
         box = Sandbox(spares=True)
         if box.weaknesses and not self.cfg.allow_weak_sandbox:
@@ -142,7 +142,7 @@ class Worker:
 
     # the loop ------------------------------------------------------------------------------
     def serve(self, stop, idle: IdleWorkers, parent_pid: int, busy) -> None:
-        from judge.sandbox import SPIN_SECONDS
+        from judge.box.sandbox import SPIN_SECONDS
 
         cores = os.cpu_count() or 1
         while not stop.is_set() and os.getppid() == parent_pid:
@@ -319,7 +319,7 @@ class WorkerPool:
 
     def notify(self) -> None:
         """A submission was queued: wake the most recently idle worker now rather than at its
-        next poll (``judge.idle``)."""
+        next poll (``judge.service.idle``)."""
         try:
             self.idle.wake_one()
         except (ValueError, OSError, AttributeError):  # stopping

@@ -188,7 +188,7 @@ class Service:
 
 def wait_for_previews(data_dir: str, exercises, timeout: float = 120.0) -> None:
     """Idle workers build each exercise's preview plots once; measure after they are done."""
-    from judge.catalog import preview_digest
+    from judge.service.catalog import preview_digest
 
     want = [Path(data_dir) / "previews" / slug / preview_digest(ex) for slug, ex in exercises.items()]
     deadline = time.monotonic() + timeout

@@ -16,9 +16,9 @@ import threading
 import time
 from pathlib import Path
 
-from judge.store import Store
+from judge.service.store import Store
 
-log = logging.getLogger("judge.api")
+log = logging.getLogger("judge.service.app")
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs",
                           "/docs/oauth2-redirect", "/redoc"})
 FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}(\.[A-Za-z0-9]{1,10}){0,2}$")

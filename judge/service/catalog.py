@@ -10,11 +10,11 @@ import hashlib
 import logging
 from pathlib import Path
 
-from judge.config import Config
+from judge.service.config import Config
 from judge.errors import JudgeError
 from judge.exercise import Exercise, load_exercise
 
-log = logging.getLogger("judge.catalog")
+log = logging.getLogger("judge.service.catalog")
 
 
 def load_catalog(cfg: Config) -> dict[str, Exercise]:

@@ -13,7 +13,7 @@ For each exercise folder:
   give the same document apart from timings.
 - **other seeds**: the reference passes with other seeds, and in run mode (in-process).
 - **starter rejected** and **known-wrong rejected** (each in its declared tier; sandbox).
-- **mutants**: simple mutants of the reference (``judge.mutate``) are graded in-process, tier by
+- **mutants**: simple mutants of the reference (``judge.authoring.mutate``) are graded in-process, tier by
   tier, stopping at the first failing tier; a mutant that survives every tier fails validation
   unless ``exercise.toml`` lists it as equivalent, with a reason.
 
@@ -39,7 +39,7 @@ from judge.errors import ExerciseError, JudgeError
 from judge.exercise import EXERCISES_DIR, TIERS, Exercise, load_exercise
 from judge.models import Verdict
 
-log = logging.getLogger("judge.validate")
+log = logging.getLogger("judge.authoring.validate")
 
 DEFAULT_SEED = 1234
 DEFAULT_MAX_MUTANTS = 60
@@ -420,7 +420,7 @@ def grade_mutant(ex: Exercise, source: str, g: _Grader) -> str:
 
 def _check_mutants(ex: Exercise, g: _Grader, equivalents: list[EquivalentMutant],
                    cap: int) -> tuple[CheckResult, MutationReport]:
-    from judge import mutate
+    from judge.authoring import mutate
 
     t0 = time.perf_counter()
     listed = {e.id: e.reason for e in equivalents}
@@ -516,7 +516,7 @@ def validate(folders: list[Path], *, sandbox=None, seed: int = DEFAULT_SEED,
     """Validate ``folders`` with one sandbox for the whole run (started here unless given)."""
     import torch
 
-    from judge.sandbox import Sandbox
+    from judge.box.sandbox import Sandbox
 
     t0 = time.perf_counter()
     own = sandbox is None

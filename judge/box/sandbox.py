@@ -1,7 +1,7 @@
 """The judge's side of the sandbox: start the zygote, open jobs, end them.
 
 One ``Sandbox`` owns one zygote process (``python -m sandbox.zygote``, scrubbed environment) and
-can run many jobs at once (``judge.job.Job``: one forked child holding one submission). With
+can run many jobs at once (``judge.box.job.Job``: one forked child holding one submission). With
 spares, a locked-down child is forked ahead of need; closed jobs are reaped and wiped in the
 background.
 """
@@ -25,11 +25,13 @@ from pathlib import Path
 
 from judge.errors import SandboxError, SubmissionFailure
 from judge.exercise import Limits
-from judge.job import Job, _wipe
+from judge.box.job import Job, _wipe
+import sandbox
 from sandbox.lockdown import NO_ACCELERATORS, SANDBOX_UID
 
-log = logging.getLogger("judge.sandbox")
-REPO_ROOT = Path(__file__).resolve().parent.parent
+log = logging.getLogger("judge.box.sandbox")
+# The folder that holds the ``sandbox`` package (a checkout or site-packages): the zygote's PYTHONPATH.
+REPO_ROOT = Path(sandbox.__file__).resolve().parent.parent
 # How long both sides poll for the other's next message before sleeping (the worker sets 0
 # while other gradings need the cores). 2 ms covers the judge's work between most calls: with
 # 0.5 ms a child slept, and woke cold, 13 times in a cispo grading and 5 in a score_centering

@@ -3,7 +3,7 @@
 A ``Job`` sends requests over its own socket and reads the answers in order, within the
 per-call and per-job deadlines; it drains the child's stdout/stderr into a capped buffer that is
 never parsed, and learns of the child's end from the zygote's exit report, not from EOF.
-``judge.sandbox.Sandbox`` forks jobs and cleans them up.
+``judge.box.sandbox.Sandbox`` forks jobs and cleans them up.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from judge.exercise import Limits
 from sandbox import wire
 
 if TYPE_CHECKING:
-    from judge.sandbox import Sandbox
+    from judge.box.sandbox import Sandbox
 
 OUTPUT_CAP = 64 << 10  # bytes of a submission's stdout/stderr kept
 MNT_DETACH = 2

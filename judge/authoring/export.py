@@ -12,7 +12,7 @@
 Every tier test becomes a Gradescope test named "T1 oracle: test_random_cases_match_oracle";
 a tier's points are shared equally by its tests; a failed test's output is the judge's message
 (hidden tests follow the exercise's ``hidden_feedback``). When the submission could not run, every
-test scores 0 and says why. ``python -m judge.export results ...`` is the conversion step.
+test scores 0 and says why. ``python -m judge.authoring.export results ...`` is the conversion step.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ else
   : >"$WORK/verdict.json"
 fi
 cd "$SRC"
-"$PY" -m judge.export results --exercise "$EXERCISE" --verdict "$WORK/verdict.json" \
+"$PY" -m judge.authoring.export results --exercise "$EXERCISE" --verdict "$WORK/verdict.json" \
   --status "$STATUS" --config "$SRC/gradescope.json" --out "$AG/results/results.json"
 """
 
@@ -251,7 +251,7 @@ def _results_main(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m judge.export")
+    p = argparse.ArgumentParser(prog="python -m judge.authoring.export")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("results", help="convert a verdict into Gradescope's results.json")
     r.add_argument("--exercise", required=True)

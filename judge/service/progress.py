@@ -12,9 +12,9 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from judge.store import Store
+from judge.service.store import Store
 
-log = logging.getLogger("judge.workers")
+log = logging.getLogger("judge.service.workers")
 FLUSH_DELAY = 0.025  # the longest a test's result waits before it is written
 
 
@@ -23,7 +23,7 @@ def notify_change(fd: int | None, sid: str, kind: str = "s") -> None:
     result or state changed (a verdict, its artifacts, an error, a retry): everyone waiting for it
     looks again; ``e`` it only has new events (test results, "running"): event streams look.
     Never blocks (the pipe is non-blocking): a notification that does not fit is left to the
-    API's polling (``judge.api_support.Changes``)."""
+    API's polling (``judge.service.guard.Changes``)."""
     if fd is None:
         return
     try:

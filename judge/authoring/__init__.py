@@ -1,0 +1,1 @@
+"""For exercise authors: validate, mutate, scaffold, export."""

@@ -1,0 +1,1 @@
+"""The HTTP service: API, store, workers, progress, the benchmark."""
