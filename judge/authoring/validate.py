@@ -17,7 +17,8 @@ For each exercise folder:
   tier, stopping at the first failing tier; a mutant that survives every tier fails validation
   unless ``exercise.toml`` lists it as equivalent, with a reason.
 
-The result is a ``ValidationReport`` (pydantic); ``render`` prints it as a table.
+The result is a ``ValidationReport`` (pydantic, in ``judge.authoring.report`` with ``render``, which
+prints it as a table; both stay importable from here).
 """
 
 from __future__ import annotations
@@ -31,68 +32,21 @@ import time
 import tomllib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Iterator
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from judge.errors import ExerciseError, JudgeError
 from judge.exercise import EXERCISES_DIR, TIERS, Exercise, load_exercise
+from judge.authoring.report import (CheckResult, CheckStatus, ExerciseReport, MutantResult,  # noqa: F401
+                                    MutantStatus, MutationReport, ValidationReport, render,
+                                    render_exercise, render_summary)
 from judge.models import Verdict
 
 log = logging.getLogger("judge.authoring.validate")
 
 DEFAULT_SEED = 1234
 DEFAULT_MAX_MUTANTS = 60
-CheckStatus = Literal["passed", "failed", "warning", "skipped"]
-MutantStatus = Literal["killed", "survived", "equivalent"]
-
-
-class CheckResult(BaseModel):
-    name: str  # "descriptor", "reference accepted", ...
-    status: CheckStatus  # a warning does not fail validation
-    detail: str = ""  # what was found; for a failure, what to fix
-    duration_ms: float = 0.0
-
-
-class MutantResult(BaseModel):
-    id: str  # "solution.py:42:LtE->Lt": the id to list in [[equivalent_mutants]]
-    operator: str  # comparison | minmax | clamp | detach | mask | summean | constant
-    line: int
-    before: str  # the expression in the reference
-    after: str  # the mutant's expression
-    status: MutantStatus  # equivalent: survived and listed in exercise.toml
-    killed_by: str = ""  # "T1 test_random_cases_match_oracle", or why it could not run
-    reason: str = ""  # the listed reason, for an equivalent mutant
-    duration_ms: float = 0.0
-
-
-class MutationReport(BaseModel):
-    seed: int  # the seed every mutant is graded with
-    generated: int  # mutants the operators produce
-    cap: int  # at most this many are graded (0: no cap); the selection is deterministic
-    tested: int
-    killed: int
-    survived: int  # survivors not listed as equivalent: these fail validation
-    equivalent: int  # survivors listed as equivalent
-    mutants: list[MutantResult] = Field(default_factory=list)
-    warnings: list[str] = Field(default_factory=list)  # stale or wrongly listed equivalents
-
-
-class ExerciseReport(BaseModel):
-    slug: str
-    path: str
-    ok: bool  # no check failed
-    checks: list[CheckResult] = Field(default_factory=list)
-    mutation: MutationReport | None = None
-    duration_ms: float = 0.0
-
-
-class ValidationReport(BaseModel):
-    ok: bool
-    exercises: list[ExerciseReport] = Field(default_factory=list)
-    duration_ms: float = 0.0
-
-
 class EquivalentMutant(BaseModel):
     id: str
     reason: str
@@ -538,45 +492,3 @@ def validate(folders: list[Path], *, sandbox=None, seed: int = DEFAULT_SEED,
             sandbox.close()
     return ValidationReport(ok=bool(reports) and all(r.ok for r in reports), exercises=reports,
                             duration_ms=round((time.perf_counter() - t0) * 1000, 1))
-
-
-# --- the table -------------------------------------------------------------------------------
-_MARK = {"passed": "✓", "failed": "✗", "warning": "!", "skipped": "-"}
-
-
-def render_exercise(rep: ExerciseReport, *, verbose: bool = False) -> str:
-    lines = [f"{rep.slug}  {'PASS' if rep.ok else 'FAIL'}  ({rep.duration_ms / 1000:.1f} s)  {rep.path}"]
-    for c in rep.checks:
-        lines.append(f"  {_MARK[c.status]} {c.name:<21} {c.duration_ms / 1000:>6.1f} s  {c.detail}")
-    m = rep.mutation
-    if m is not None:
-        for r in m.mutants:
-            if r.status == "survived" or verbose:
-                tag = {"survived": "SURVIVED", "killed": "killed", "equivalent": "equivalent"}[r.status]
-                why = r.killed_by if r.status == "killed" else r.reason
-                lines.append(f"      {tag:<10} {r.id:<34} `{r.before[:50]}` -> `{r.after[:50]}`"
-                             + (f"  [{why}]" if why else ""))
-    return "\n".join(lines)
-
-
-def render(report: ValidationReport, *, verbose: bool = False) -> str:
-    """Every exercise's checks, then the summary table."""
-    parts = [render_exercise(r, verbose=verbose) for r in report.exercises]
-    return "\n".join(parts) + "\n\n" + render_summary(report)
-
-
-def render_summary(report: ValidationReport) -> str:
-    """One line per exercise: checks passed, mutants graded/generated, killed, equivalent, survived."""
-    lines = []
-    lines.append(f"{'exercise':<18} {'result':<6} {'checks':>7} {'mutants':>8} {'killed':>7} "
-                 f"{'equiv':>6} {'survived':>9} {'time':>8}")
-    for r in report.exercises:
-        passed = sum(c.status in ("passed", "warning") for c in r.checks)
-        m = r.mutation
-        cols = (f"{m.tested:>3}/{m.generated:<4} {m.killed:>7} {m.equivalent:>6} {m.survived:>9}"
-                if m else f"{'-':>8} {'-':>7} {'-':>6} {'-':>9}")
-        lines.append(f"{r.slug:<18} {'PASS' if r.ok else 'FAIL':<6} {passed:>3}/{len(r.checks):<3} {cols} "
-                     f"{r.duration_ms / 1000:>7.1f}s")
-    n_ok = sum(r.ok for r in report.exercises)
-    lines.append(f"{n_ok}/{len(report.exercises)} exercises valid in {report.duration_ms / 1000:.1f} s")
-    return "\n".join(lines)
