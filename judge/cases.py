@@ -1,155 +1,150 @@
-"""Shared case generators for the tier tests of the token-level exercises (issue 17).
+"""Shared case generators for tier tests: dtypes x mask kinds x shapes x value regimes.
 
-The axes a held-out wrong implementation hides behind, one helper each:
-
-* shapes: ``sizes`` draws (B, L) per seed, always with the edges B = 1, L = 1 and, once, a batch
-  with B * L >= 16k (``LARGE_TOKENS``) to compare with the vectorised reference;
-* dtypes and mask kinds: ``DTYPES``, ``MASK_KINDS`` and ``as_mask`` (bool, 0/1 in the log-probs'
-  dtype, float64 with float32 log-probs, integer 0/1);
-* padding: ``PAD_FILLS`` and ``pad`` (NaN, +-inf, +-1e30 under mask 0, never read);
-* value regimes: ``EXTREME_LOG_RATIOS`` (log-ratios +-25, +-100, +-800 that overflow or underflow
-  ``exp`` per dtype), ``TINY_LOGP`` (probabilities e^-110 / e^-800 whose ``exp`` is 0), and
-  ``log_ratios_onto`` (every float whose ``exp`` rounds exactly onto a bound, not only the one
-  nearest log(bound));
-* mutation: ``snapshot`` / ``mutated`` compare inputs before and after, NaN-aware.
-
-Everything is drawn from the test's ``torch.Generator`` (``ctx.generator(salt)``), so a graded
+Tier tests import this module directly (``from judge.cases import ...``); it depends on torch
+only. Everything is drawn from a generator the test passes in (``ctx.generator(salt)``), so a
 run is replayable from its seed.
+
+- ``DTYPES``, ``MASK_KINDS``, ``PADS``: the axes every token-level exercise sweeps.
+- ``shapes(g)``: fixed corner shapes (1 x 1, 1 x L, B x 1) plus sizes drawn per seed, and one
+  large case with B * L >= 16384 (compare that one with the vectorised reference, not a loop).
+- ``as_mask(m, kind)``: a bool mask in one of the accepted encodings (bool, 0/1 float32/float64,
+  0/1 int64).
+- ``pad(x, valid, fill)``: fill the padded positions of ``x`` (mask 0) with ``fill``.
+- ``exact_log(value, dtype)`` / ``onto_bound(value, dtype)``: log-ratios whose ``exp`` lands
+  exactly on a bound in ``dtype``; the second gives the smallest and largest such float (the
+  neighbouring floats whose exp rounds onto the bound, which a log-space comparison misjudges).
+- ``EXTREME_LOG_RATIOS``, ``OVERFLOW_LOG_RATIOS``: magnitudes per dtype whose ``exp`` is finite
+  but beyond the +-20 clamps some libraries apply (verl, SkyRL), and ones whose ``exp``
+  overflows to inf / underflows to 0.
+- ``TINY_LOGP``: log-probabilities whose ``exp`` underflows to 0 in each dtype (a quotient of
+  probabilities is then 0/0).
+- ``scaled_tolerance(dtype, magnitude)``: (rtol, atol) for values computed from inputs of a
+  given magnitude, loose enough for every standard stable formulation (see AUTHORING.md).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 
 F32, F64 = torch.float32, torch.float64
 DTYPES = (F32, F64)
+# How a mask may be encoded: bool, or 0/1 in a float or integer dtype.
+MASK_KINDS = ("bool", "float32", "float64", "int64")
+NAN, INF = float("nan"), float("inf")
+# What padding (mask 0) may hold; a correct implementation never reads it.
+PADS = (NAN, INF, -INF, 1e30, -1e30)
 
-# What padded positions (mask 0) may hold; a solution must never read them.
-PAD_FILLS = (math.nan, math.inf, -math.inf, 1e30, -1e30)
-
-# "bool": torch.bool; "same": 0/1 in the log-probs' dtype; "float64": 0/1 float64 (with float32
-# log-probs the result must stay float32); "int64": 0/1 integers.
-MASK_KINDS = ("bool", "same", "float64", "int64")
-
-# One batch of at least this many tokens per seeded run (compared with the vectorised reference).
-LARGE_TOKENS = 16_384
-
-# Valid-token log-ratios whose exp overflows (+) or underflows (-) in the dtype, or is merely huge:
-# +-25 stays finite in both (libraries that clamp log-ratios at +-20 differ there), +-100
-# overflows float32 only, +-800 overflows float64 too.
-EXTREME_LOG_RATIOS = {F32: (25.0, -25.0, 100.0, -110.0), F64: (25.0, -25.0, 100.0, -100.0, 800.0, -800.0)}
-
-# Log-probabilities whose probability exp(x) is exactly 0 in the dtype (exp(a) / exp(b) is 0/0 there).
+# |log-ratio| whose exp is finite in the dtype but far beyond a +-20 clamp (exp(20) = 4.9e8).
+EXTREME_LOG_RATIOS = {F32: (25.0, 60.0, 85.0), F64: (25.0, 100.0, 700.0)}
+# |log-ratio| whose exp overflows to inf (and exp(-x) underflows to exactly 0) in the dtype.
+OVERFLOW_LOG_RATIOS = {F32: (100.0, 800.0), F64: (800.0, 1000.0)}
+# Log-probabilities whose exp underflows to 0 in the dtype (e^-110 in float32, e^-800 in float64).
 TINY_LOGP = {F32: -110.0, F64: -800.0}
 
+# The large shape's token count: B * L >= LARGE_TOKENS once per run.
+LARGE_TOKENS = 16384
 
-def as_mask(valid: torch.Tensor, kind: str, dtype: torch.dtype) -> torch.Tensor:
-    """The boolean ``valid`` [B, L] as a mask of the given kind (see ``MASK_KINDS``)."""
+
+def as_mask(valid: torch.Tensor, kind: str) -> torch.Tensor:
+    """The bool tensor ``valid`` encoded as ``kind`` (one of ``MASK_KINDS``)."""
     if kind == "bool":
         return valid.clone()
-    if kind == "same":
-        return valid.to(dtype)
-    if kind == "float64":
-        return valid.to(F64)
-    if kind == "int64":
-        return valid.to(torch.int64)
-    raise ValueError(f"unknown mask kind {kind!r}; expected one of {MASK_KINDS}")
+    return valid.to({"float32": F32, "float64": F64, "int64": torch.int64}[kind])
 
 
 def pad(x: torch.Tensor, valid: torch.Tensor, fill: float) -> torch.Tensor:
-    """``x`` with ``fill`` at the positions where ``valid`` is False (a new tensor)."""
-    return torch.where(valid, x, torch.tensor(fill, dtype=x.dtype))
+    """``x`` with its padded positions (``valid`` False; broadcast over trailing dims) set to ``fill``."""
+    v = valid
+    while v.dim() < x.dim():
+        v = v.unsqueeze(-1)
+    return torch.where(v, x, torch.tensor(fill, dtype=x.dtype))
 
 
-def _randint(g: torch.Generator, lo: int, hi: int) -> int:
-    """An int in [lo, hi], drawn from ``g``."""
-    return int(torch.randint(lo, hi + 1, (), generator=g))
-
-
-def sizes(g: torch.Generator, n_random: int = 6, *, max_side: int = 9, large: bool = False) -> list[tuple[int, int]]:
-    """(B, L) pairs from small to large: the edges (1, 1), (1, L), (B, 1), ``n_random`` pairs drawn
-    per seed (B != L and B == L both likely), and with ``large`` one batch of B * L >= LARGE_TOKENS
-    tokens of a seed-drawn shape (last)."""
-    out = [(1, 1), (1, _randint(g, 2, max_side)), (_randint(g, 2, max_side), 1)]
-    for _ in range(n_random):
-        B = _randint(g, 2, max_side)
-        L = B if bool(torch.rand((), generator=g) < 0.25) else _randint(g, 2, max_side)
-        out.append((B, L))
-    out.sort(key=lambda s: s[0] * s[1])
+def shapes(g: torch.Generator, *, n_drawn: int = 3, max_side: int = 12,
+           large: bool = True) -> list[tuple[int, int]]:
+    """[B, L] shapes, small to large: the corners (1, 1), (1, L), (B, 1), ``n_drawn`` sizes
+    drawn per seed, then (if ``large``) one with B * L >= LARGE_TOKENS, its sides drawn too."""
+    side = lambda lo, hi: int(torch.randint(lo, hi + 1, (), generator=g))  # noqa: E731
+    out = [(1, 1), (1, side(2, max_side)), (side(2, max_side), 1)]
+    out += [(side(2, max_side), side(2, max_side)) for _ in range(n_drawn)]
     if large:
-        B = _randint(g, 8, 96)
-        L = -(-LARGE_TOKENS // B) + _randint(g, 0, 40)
-        out.append((B, L))
+        B = side(16, 128)
+        out.append((B, -(-LARGE_TOKENS // B) + side(0, 7)))
     return out
 
 
-def valid_mask(g: torch.Generator, B: int, L: int, *, p_valid: float = 0.75, empty_rows: int = 0,
-               first_valid: bool = True) -> torch.Tensor:
-    """A random bool [B, L] mask; ``first_valid`` keeps token 0 of every row, then ``empty_rows``
-    rows (chosen per seed, fewer than B unless B == empty_rows) lose every token."""
-    valid = torch.rand(B, L, generator=g) < p_valid
-    if first_valid and L > 0:
-        valid[:, 0] = True
-    if empty_rows and B:
-        rows = torch.randperm(B, generator=g)[:min(empty_rows, B)]
-        valid[rows] = False
-    return valid
+def exact_log(value: float, dtype: torch.dtype) -> torch.Tensor:
+    """A 0-d log-ratio x in ``dtype`` with exp(x) == value rounded to ``dtype`` (searched near log(value))."""
+    target = torch.tensor(value, dtype=dtype)
+    x = torch.tensor(math.log(value), dtype=dtype)
+    for _ in range(64):
+        e = torch.exp(x)
+        if e == target:
+            return x
+        x = torch.nextafter(x, torch.tensor(INF if e < target else -INF, dtype=dtype))
+    raise AssertionError(f"test construction: no log-ratio gives exactly {value} in {dtype}")
 
 
-def log_ratios_onto(target: float, dtype: torch.dtype, span: int = 64) -> list[float]:
-    """Every ``dtype`` value x within ``span`` ulps of log(target) with exp(x) == dtype(target) in
-    ``dtype`` (as torch computes it): the exact tie and the neighbouring floats whose exp rounds
-    onto the bound. Sorted; empty if no float maps exactly onto it."""
-    want = torch.tensor(target, dtype=dtype)
-    x = torch.tensor(math.log(target), dtype=dtype)
-    up = torch.tensor(math.inf, dtype=dtype)
-    down = torch.tensor(-math.inf, dtype=dtype)
-    xs = [x]
-    a = b = x
-    for _ in range(span):
-        a, b = torch.nextafter(a, up), torch.nextafter(b, down)
-        xs += [a, b]
-    cand = torch.stack(xs)
-    hit = torch.exp(cand) == want
-    return sorted(float(v) for v in cand[hit])
+def onto_bound(value: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(smallest, largest) x in ``dtype`` with exp(x) == value in ``dtype``: every float between
+    them also lands on the bound. Where they differ from log(value), an implementation comparing
+    log-ratios with log-bounds decides differently from one comparing the ratio itself."""
+    x = exact_log(value, dtype)
+    target = torch.tensor(value, dtype=dtype)
+    lo = hi = x
+    for step, direction in ((-1, -INF), (1, INF)):
+        y = x
+        while True:
+            nxt = torch.nextafter(y, torch.tensor(direction, dtype=dtype))
+            if torch.exp(nxt) != target:
+                break
+            y = nxt
+        if step < 0:
+            lo = y
+        else:
+            hi = y
+    return lo, hi
 
 
-def snapshot(inputs: dict[str, Any]) -> dict[str, Any]:
-    """Clones of the tensors in ``inputs`` (other values as they are), for ``mutated``."""
-    return {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+def machine_eps(dtype: torch.dtype) -> float:
+    return float(torch.finfo(dtype).eps)
 
 
-def mutated(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """Names of the tensors whose dtype, shape or values (NaN equal to NaN) changed."""
-    out = []
-    for k, b in before.items():
-        a = after[k]
-        if not isinstance(b, torch.Tensor):
-            continue
-        a = a.detach()
-        if a.dtype != b.dtype or a.shape != b.shape:
-            out.append(k)
-        elif a.is_floating_point():
-            if not bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all()):
-                out.append(k)
-        elif not torch.equal(a, b):
-            out.append(k)
-    return out
+def scaled_tolerance(dtype: torch.dtype, magnitude: float = 1.0, *, ops: float = 8.0) -> tuple[float, float]:
+    """(rtol, atol) for a result computed in ``dtype`` from inputs of size ``magnitude``.
+
+    A stable formulation of exp(u - c) (softmax, exp(u - logsumexp(u)), a ratio from a log
+    difference) inherits the absolute rounding of its argument, ~eps * |u|, as a RELATIVE error
+    of the result. ``ops`` allows a handful of such roundings. The floor is the project's
+    default (judge.testing.tolerance), so ordinary magnitudes change nothing."""
+    base_rtol, base_atol = (1e-9, 1e-12) if dtype == F64 else (2e-5, 1e-6)
+    scaled = ops * machine_eps(dtype) * max(1.0, abs(magnitude))
+    return max(base_rtol, scaled), max(base_atol, scaled * 1e-3)
 
 
-def scaled_tolerance(expected: torch.Tensor, dtype: torch.dtype, *, terms: int = 1,
-                     scale: float | None = None) -> tuple[float, float]:
-    """(rtol, atol) for a result of ``dtype`` against a float64 expectation that sums ``terms``
-    values of magnitude up to ``scale`` (default: max |expected|): float32 rounding of each term
-    may add up, so the absolute tolerance grows with the magnitude and the number of terms and
-    every standard stable formulation passes."""
-    e = expected.detach().to(F64)
-    finite = e[torch.isfinite(e)]
-    mag = float(finite.abs().max()) if scale is None and finite.numel() else (scale or 0.0)
-    unit = 6e-8 if dtype == F32 else 1.2e-16
-    rtol = 2e-5 if dtype == F32 else 1e-9
-    atol = max(1e-6 if dtype == F32 else 1e-12, 8 * unit * mag * math.sqrt(max(1, terms)))
-    return rtol, atol
+def token_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, *, mask_kind: str = "bool",
+               fill: float = NAN, keep: float = 0.75, empty_rows: int = 0, log_ratio_scale: float = 0.3,
+               logp_range: tuple[float, float] = (-4.0, -0.05)) -> dict:
+    """A token-level batch: ``logp``, ``old_logp``, ``rollout_logp`` [B, L] (padding = ``fill``),
+    ``advantages`` [B] and ``mask`` (``mask_kind``); ``valid`` is the bool mask.
+
+    old_logp is uniform in ``logp_range``; logp and rollout_logp differ from it by normal
+    log-ratios of scale ``log_ratio_scale``. About ``keep`` of the tokens are valid; the last
+    ``empty_rows`` rows (when B > 1, never all of them) have none."""
+    lo, hi = logp_range
+    old = lo + (hi - lo) * torch.rand(B, L, generator=g, dtype=F64)
+    logp = old + log_ratio_scale * torch.randn(B, L, generator=g, dtype=F64)
+    rollout = old - log_ratio_scale * torch.randn(B, L, generator=g, dtype=F64)
+    adv = torch.randn(B, generator=g, dtype=F64)
+    valid = torch.rand(B, L, generator=g) < keep
+    if B * L:
+        valid[0, 0] = True
+    if empty_rows and B > 1:
+        valid[B - min(empty_rows, B - 1):] = False
+    return {
+        "logp": pad(logp, valid, fill).to(dtype), "old_logp": pad(old, valid, fill).to(dtype),
+        "rollout_logp": pad(rollout, valid, fill).to(dtype), "advantages": adv.to(dtype),
+        "mask": as_mask(valid, mask_kind), "valid": valid,
+    }
