@@ -141,7 +141,7 @@ def _ms(t0: float) -> float:
 
 def _load_in_sandbox(exercise: Exercise, source: str, job) -> SubmissionProxy:
     msg = job.request({"op": "load", "source": source, "functions": exercise.function_names,
-                       "spin": job.box.spin_seconds}, during="loading the submission")
+                       "spin": job.spin_seconds}, during="loading the submission")
     h = msg.header
     if not h.get("ok"):
         kind = h.get("kind") if h.get("kind") in ("syntax_error", "import_error") else "import_error"

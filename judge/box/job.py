@@ -18,14 +18,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from judge.errors import SubmissionFailure
 from judge.exercise import Limits
 from sandbox import wire
-
-if TYPE_CHECKING:
-    from judge.box.sandbox import Sandbox
 
 OUTPUT_CAP = 64 << 10  # bytes of a submission's stdout/stderr kept
 MNT_DETACH = 2
@@ -51,6 +48,17 @@ class Resources:
     wall_ms: float = 0.0  # wall time from fork to exit
 
 
+@dataclass(frozen=True)
+class JobHost:
+    """What a job needs from the sandbox that opened it, given when it is opened (so the job
+    knows nothing else of the sandbox)."""
+
+    kill: Callable[[str], None]  # ask the zygote to SIGKILL the child with this job id
+    finish_later: Callable[["Job"], None]  # queue the closed job's clean-up (``Job.finish``)
+    forget: Callable[["Job"], None]  # the job is cleaned up: drop it from the open ones
+    spin_seconds: Callable[[], float]  # how long to poll for a reply before sleeping, now
+
+
 @dataclass
 class _Exit:
     status: int
@@ -63,11 +71,10 @@ class _Exit:
 class Job:
     """One sandboxed child holding one submission."""
 
-    def __init__(self, box: Sandbox, job_id: str, sock: socket.socket, out_r: int, scratch: Path,
+    def __init__(self, host: JobHost, job_id: str, sock: socket.socket, out_r: int, scratch: Path,
                  limits: Limits):
-        self.box, self.id, self.sock, self.scratch, self.limits = box, job_id, sock, scratch, limits
+        self.host, self.id, self.sock, self.scratch, self.limits = host, job_id, sock, scratch, limits
         self.layers: list[str] = []
-        self.missing_layers: list[str] = []
         self.pid = 0
         self.started_at = time.monotonic()
         self.deadline = self.started_at + limits.total_seconds
@@ -87,7 +94,9 @@ class Job:
         self.closed = False
 
     # --- events from the zygote ------------------------------------------------------------
-    def _event(self, msg: dict) -> None:
+    def on_event(self, msg: dict) -> None:
+        """The zygote's report about this job's child: ``started`` (its pid), ``exited`` or
+        ``failed`` (how it ended and what it used)."""
         ev = msg.get("event")
         if ev == "started":
             self.pid = int(msg.get("pid", 0))
@@ -117,6 +126,16 @@ class Job:
             self._output_dropped += len(chunk) - len(chunk[:room])
 
     @property
+    def exited(self) -> bool:
+        """The zygote has reported the child's end."""
+        return self._exited.is_set()
+
+    @property
+    def spin_seconds(self) -> float:
+        """How long both sides poll for the next message before sleeping (the sandbox's, now)."""
+        return self.host.spin_seconds()
+
+    @property
     def output(self) -> str:
         text = self._output.decode("utf-8", "replace")
         if self._output_dropped:
@@ -124,10 +143,10 @@ class Job:
         return text
 
     # --- requests --------------------------------------------------------------------------
-    def _wait_hello(self) -> None:
+    def wait_hello(self) -> None:
+        """Wait for the child's first message, which names the isolation layers in force."""
         header, _ = self._receive(min(30.0, self.limits.total_seconds), during="start-up")
         self.layers = list(header.get("layers", []))
-        self.missing_layers = list(header.get("missing", []))
 
     def request(self, header: dict, blobs: list[bytes] = (), *, during: str) -> wire.Message:
         """Send one request and wait for its reply within the call and job deadlines."""
@@ -176,7 +195,7 @@ class Job:
         deadline = min((since or time.monotonic()) + call_seconds, self.deadline)
         # Most replies come within microseconds: poll for a moment before sleeping in select()
         # (and an answer already read along with the previous one needs no wait at all).
-        ready = [self.sock] if self.reader.poll(self.box.spin_seconds) else []
+        ready = [self.sock] if self.reader.poll(self.host.spin_seconds()) else []
         while not ready:  # wait for the reply, draining the child's output meanwhile
             remaining = deadline - time.monotonic()
             waiting = [self.sock] + ([self._out_fd] if self._out_fd >= 0 else [])
@@ -225,7 +244,7 @@ class Job:
     # --- the end ---------------------------------------------------------------------------
     def kill(self) -> None:
         if not self._exited.is_set():
-            self.box._kill(self.id)
+            self.host.kill(self.id)
 
     def close(self) -> Resources:
         """End the child and report its resource use; the rest of the clean-up (waiting for the
@@ -245,10 +264,12 @@ class Job:
             ex = _Exit(0, 0, _num(self._ru[0]), int(_num(self._ru[1])))
         self._resources = Resources(cpu_ms=ex.cpu_ms, maxrss_kb=ex.maxrss_kb,
                                     wall_ms=round((time.monotonic() - self.started_at) * 1000, 1))
-        self.box._finish_later(self)
+        self.host.finish_later(self)
         return self._resources
 
-    def _finish(self) -> None:
+    def finish(self) -> None:
+        """The clean-up after ``close`` (run in the sandbox's background): wait for the exit
+        report, kill a child that lingers, close the pipes, wipe the scratch."""
         if not self._exited.wait(2.0):
             self.kill()
             self._exited.wait(5.0)
@@ -256,7 +277,7 @@ class Job:
             os.close(self._out_fd)
             self._out_fd = -1
         self.sock.close()
-        self.box._forget(self)
+        self.host.forget(self)
         _wipe(self.scratch)
 
 

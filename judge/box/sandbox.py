@@ -25,7 +25,7 @@ from pathlib import Path
 
 from judge.errors import SandboxError, SubmissionFailure
 from judge.exercise import Limits
-from judge.box.job import Job, _wipe
+from judge.box.job import Job, JobHost, _wipe
 import sandbox
 from sandbox.lockdown import NO_ACCELERATORS, SANDBOX_UID
 
@@ -97,6 +97,8 @@ class Sandbox:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._jobs: dict[str, Job] = {}
+        self._host = JobHost(kill=self._kill, finish_later=self._finish_later, forget=self._forget,
+                             spin_seconds=lambda: self.spin_seconds)  # given to every job
         self.info: dict = {}
         self.root = os.geteuid() == 0
         base = scratch_root or os.environ.get("JUDGE_SCRATCH_DIR") or tempfile.gettempdir()
@@ -169,10 +171,10 @@ class Sandbox:
                 continue
             job = self._jobs.get(str(msg.get("id")))
             if job is not None:
-                job._event(msg)
+                job.on_event(msg)
         self.alive = False
         for job in list(self._jobs.values()):
-            job._event({"event": "exited", "status": -9, "signal": 9, "cpu_ms": 0, "maxrss_kb": 0,
+            job.on_event({"event": "exited", "status": -9, "signal": 9, "cpu_ms": 0, "maxrss_kb": 0,
                         "zygote_gone": True})
 
     alive = True
@@ -187,7 +189,7 @@ class Sandbox:
             job.kill()
             if not job.closed:
                 job.closed = True
-                self._finish_q.put(job._finish)
+                self._finish_q.put(job.finish)
         self.drain()
         self._finish_q.put(None)
         try:
@@ -244,7 +246,7 @@ class Sandbox:
             _mount_tmpfs(scratch, SCRATCH_BYTES, SANDBOX_UID)
         host_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
-        job = Job(self, job_id, host_sock, out_r, scratch, limits)
+        job = Job(self._host, job_id, host_sock, out_r, scratch, limits)
         self._jobs[job_id] = job
         req = {"op": "start", "id": job_id, "scratch": str(scratch),
                "limits": {"cpu_seconds": int(limits.cpu_seconds), "memory_mb": int(limits.memory_mb)},
@@ -258,7 +260,7 @@ class Sandbox:
         finally:
             child_sock.close()
             os.close(out_w)
-        job._wait_hello()
+        job.wait_hello()
         if self.info.get("cgroups"):  # a child says hello only once it is in its own groups
             job.layers.append("cgroup memory+pids")
         return job
@@ -274,7 +276,7 @@ class Sandbox:
         self._jobs.pop(job.id, None)
 
     def _finish_later(self, job: "Job") -> None:
-        self._finish_q.put(job._finish)
+        self._finish_q.put(job.finish)
         key = job.spare_key
         if key is not None and self.spares and self.alive:
             with self._lock:
@@ -328,6 +330,6 @@ class _Spare:
     def take(self) -> "Job | None":
         self.ready.wait(30.0)
         job = self.job
-        if job is None or job._exited.is_set():
+        if job is None or job.exited:
             return None
         return job
