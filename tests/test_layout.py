@@ -31,8 +31,13 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+# Files that are data, not modules: judge new's example exercise, written out by the scaffold.
+NOT_MODULES = (ROOT / "judge" / "authoring" / "template",)
+
+
 def _modules() -> dict[str, Path]:
-    return {_module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+    return {_module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))
+            if not any(p.is_relative_to(d) for d in NOT_MODULES)}
 
 
 MODULES = _modules()

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from judge.authoring.scaffold import TEMPLATE, new_exercise, template_files
 from judge.cli import main
 from judge.exercise import load_exercise
 from judge.authoring.validate import validate_exercise
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_judge_new_writes_the_folder_layout(tmp_path, capsys):
@@ -39,3 +48,33 @@ def test_the_scaffold_validates_out_of_the_box(tmp_path, sandbox):
     m = rep.mutation
     assert m is not None and m.generated == m.tested == m.killed >= 8 and m.survived == m.equivalent == 0
     assert {r.operator for r in m.mutants} >= {"constant", "mask", "summean", "clamp"}
+
+
+def test_the_scaffold_is_written_from_the_template_files(tmp_path):
+    """Every file under judge/authoring/template/ is written once, with the slug and the title
+    in place of __SLUG__ and __TITLE__ (in paths and in text) and nothing else changed."""
+    written = new_exercise("scaffold_files", root=tmp_path, title="From files")
+    rels = template_files()
+    assert len(rels) >= 13 and len(written) == len(rels)
+    for rel, path in zip(rels, written):
+        assert path == tmp_path / str(rel).replace("__SLUG__", "scaffold_files")
+        text = path.read_text()
+        assert "__SLUG__" not in text and "__TITLE__" not in text
+        original = (TEMPLATE / rel).read_text()
+        assert text == original.replace("__SLUG__", "scaffold_files").replace("__TITLE__", "From files")
+
+
+def test_the_wheel_ships_the_template(tmp_path):
+    """The template is package data: a wheel built from the project holds every template file."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("judge", "sandbox"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copy(ROOT / "pyproject.toml", src)
+    out = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(out), str(src)], check=True, capture_output=True, cwd=tmp_path)
+    (wheel,) = out.glob("judge-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    missing = [str(rel) for rel in template_files() if f"judge/authoring/template/{rel}" not in names]
+    assert not missing, missing
