@@ -22,10 +22,17 @@ from datetime import datetime
 from pathlib import Path
 
 from judge.errors import JudgeError, UsageError
-from judge.exercise import TIERS, resolve
+from judge.exercise import TIERS, exercises_dir, resolve
 
 log = logging.getLogger("judge")
 MAX_SOURCE_BYTES = 1 << 20
+
+
+def _pack_option(parser: argparse.ArgumentParser) -> None:
+    """``--exercises DIR``: the one pack setting, the same for every command that reads exercises."""
+    parser.add_argument("--exercises", dest="pack", type=Path, default=None, metavar="DIR",
+                        help="the exercise pack: a folder holding exercises/ and reference/, or its "
+                        "exercises/ folder (default: JUDGE_EXERCISES_DIR, else this checkout's)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="run in this process without isolation (authors only; never untrusted code)")
     loc.add_argument("--junit", type=Path, default=None, metavar="FILE",
                      help="also write the result as JUnit XML to FILE (for CI dashboards)")
+    _pack_option(loc)
 
     sub.add_parser("schema", help="print the Verdict JSON Schema")
 
@@ -55,22 +63,27 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--workers", type=int, default=None, help="grading workers (default JUDGE_WORKERS or one per core)")
     srv.add_argument("--allow-weak-sandbox", action="store_true",
                      help="grade even where Landlock or seccomp is missing (JUDGE_ALLOW_WEAK_SANDBOX=1)")
+    _pack_option(srv)
 
     new = sub.add_parser("new", help="scaffold a new exercise with a small working example")
     new.add_argument("slug", help="the exercise's name: lower case, digits, underscores")
     new.add_argument("--root", type=Path, default=None,
-                     help="the folder holding exercises/ and reference/ (default: this checkout)")
+                     help="the folder holding exercises/ and reference/ (default: the pack of "
+                     "--exercises or JUDGE_EXERCISES_DIR, else this checkout)")
+    _pack_option(new)
     new.add_argument("--title", default=None, help="the exercise's title")
 
     val = sub.add_parser("validate", help="check exercises: reference, starter, wrong solutions, mutants")
     val.add_argument("exercises", nargs="*", help="exercise folders or slugs")
-    val.add_argument("--all", action="store_true", help="every exercise under exercises/")
+    val.add_argument("--all", action="store_true", help="every exercise of the pack")
     val.add_argument("--seed", type=int, default=None, help="the validation seed (default 1234)")
     val.add_argument("--max-mutants", type=int, default=None,
                      help="grade at most N mutants per exercise (default 60; 0: all)")
     val.add_argument("--no-mutants", action="store_true", help="skip mutation testing")
     val.add_argument("--json", action="store_true", help="print only the report document on stdout")
     val.add_argument("-v", "--verbose", action="store_true", help="list every mutant, not only survivors")
+    _pack_option(val)
+
 
     exp = sub.add_parser("export", help="package an exercise for another grading platform")
     exp.add_argument("exercise", help="an exercise folder or its slug")
@@ -82,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
                      "(default 25 each), shared equally by the tier's tests")
     exp.add_argument("--hidden-visibility", default="visible",
                      help="Gradescope visibility of tests that run mode does not show (default visible)")
+    _pack_option(exp)
     return p
 
 
@@ -112,7 +126,7 @@ def cmd_local(args: argparse.Namespace) -> int:
     from judge.box.sandbox import Sandbox
 
     t0 = time.perf_counter()
-    exercise = resolve(args.exercise)
+    exercise = resolve(args.exercise, exercises_dir(args.pack))
     tiers = _tiers(args.tiers)
     if args.reference and args.file:
         raise UsageError("give either a file or --reference, not both")
@@ -172,19 +186,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from judge.service.config import Config
 
     overrides: dict = {} if args.workers is None else {"workers": max(args.workers, 0)}
+    if args.pack is not None:
+        overrides["exercises_dir"] = exercises_dir(args.pack)
     if args.allow_weak_sandbox:
         overrides["allow_weak_sandbox"] = True
     return serve(Config.from_env(**overrides), args.host, args.port)
 
 
 def cmd_new(args: argparse.Namespace) -> int:
-    from judge.exercise import REPO_ROOT
     from judge.authoring.scaffold import new_exercise
 
-    root = args.root or REPO_ROOT
+    root = args.root or exercises_dir(args.pack).parent
     for path in new_exercise(args.slug, root=root, title=args.title):
         print(path)
-    print(f"\nnext: judge validate {root / 'exercises' / args.slug}   (see AUTHORING.md)")
+    print(f"\nnext: judge validate {root / 'exercises' / args.slug}   (see docs/authoring.md)")
     return 0
 
 
@@ -193,7 +208,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     if args.all == bool(args.exercises):
         raise UsageError("give exercise folders or slugs, or --all")
-    folders = v.exercise_folders() if args.all else [resolve(e).root for e in args.exercises]
+    root = exercises_dir(args.pack)
+    folders = v.exercise_folders(root) if args.all else [resolve(e, root).root for e in args.exercises]
     if not folders:
         raise UsageError("no exercises found")
     show = None if args.json else (lambda rep: print(v.render_exercise(rep, verbose=args.verbose), flush=True))
@@ -210,7 +226,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from judge.authoring.export import gradescope_zip, parse_points
 
-    exercise = resolve(args.exercise)
+    exercise = resolve(args.exercise, exercises_dir(args.pack))
     out = args.out or Path("judge-out") / f"{exercise.slug}-gradescope.zip"
     path = gradescope_zip(exercise, out, submission_file=args.submission_file,
                           points=parse_points(args.points), hidden_visibility=args.hidden_visibility)

@@ -3,11 +3,17 @@
 A broken folder is an ``ExerciseError`` that names it. Reference material lives apart, in
 ``reference/<slug>/`` (``solution.py``, ``oracle.py``, ``wrong/*.py``), and is only ever
 loaded by the trusted judge process.
+
+A *pack* is a folder holding ``exercises/`` and ``reference/``; it may live anywhere. Which one
+the judge uses is one setting, ``--exercises DIR`` or ``JUDGE_EXERCISES_DIR`` (the pack or its
+``exercises/`` folder), read by ``exercises_dir``; without it, this checkout's own pack, or
+``./exercises`` when the judge is installed from a wheel (docs/authoring.md, "Packs").
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import sys
 import tomllib
@@ -16,11 +22,14 @@ from functools import cached_property
 from pathlib import Path
 from types import ModuleType
 
-from judge.errors import ExerciseError, UnknownExercise
+from judge.errors import ExerciseError, UnknownExercise, UsageError
 
+# The folder holding the ``judge`` package: a checkout, or site-packages when installed.
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# This checkout's own pack (absent when the judge is installed from a wheel).
 EXERCISES_DIR = REPO_ROOT / "exercises"
 REFERENCE_DIR = REPO_ROOT / "reference"
+EXERCISES_ENV = "JUDGE_EXERCISES_DIR"  # the pack setting's environment variable
 TIERS = ("T0", "T1", "T2", "T3")
 _SLUG = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _TEST_FILE = re.compile(r"^test_t([0-3])_[a-z0-9_]+\.py$")
@@ -181,22 +190,51 @@ def load_exercise(folder: Path) -> Exercise:
     return ex
 
 
-def discover(root: Path = EXERCISES_DIR) -> dict[str, Exercise]:
-    """Every exercise under ``root``, by slug."""
+def default_exercises_dir() -> Path:
+    """Without a setting: this checkout's ``exercises/``, or ``./exercises`` when installed."""
+    if EXERCISES_DIR.is_dir() and REFERENCE_DIR.is_dir():
+        return EXERCISES_DIR
+    return Path("exercises").resolve()
+
+
+def pack_exercises(folder: str | Path, source: str = "--exercises") -> Path:
+    """The ``exercises/`` folder of a pack, given the pack itself or that folder: ``folder`` is the
+    exercises folder when it is named so or holds ``<slug>/exercise.toml``, else the pack."""
+    folder = Path(folder).expanduser().resolve()
+    if not folder.is_dir():
+        raise UsageError(f"{source}: no such folder {folder}")
+    if folder.name == "exercises" or any(folder.glob("*/exercise.toml")):
+        return folder
+    return folder / "exercises"
+
+
+def exercises_dir(setting: str | Path | None = None, env: dict[str, str] | None = None) -> Path:
+    """Where exercises are found: ``setting`` (``--exercises DIR``), else ``$JUDGE_EXERCISES_DIR``
+    (from ``env``, default ``os.environ``), else ``default_exercises_dir()``."""
+    if setting is not None and str(setting).strip():
+        return pack_exercises(setting)
+    value = (os.environ if env is None else env).get(EXERCISES_ENV, "").strip()
+    return pack_exercises(value, EXERCISES_ENV) if value else default_exercises_dir()
+
+
+def discover(root: Path | None = None) -> dict[str, Exercise]:
+    """Every exercise under ``root`` (default: ``exercises_dir()``), by slug."""
     out = {}
-    for toml_path in sorted(Path(root).glob("*/exercise.toml")):
+    for toml_path in sorted(Path(root or exercises_dir()).glob("*/exercise.toml")):
         ex = load_exercise(toml_path.parent)
         out[ex.slug] = ex
     return out
 
 
-def resolve(name_or_path: str) -> Exercise:
-    """An exercise by slug or by folder path; UnknownExercise lists what exists."""
+def resolve(name_or_path: str, root: Path | None = None) -> Exercise:
+    """An exercise by folder path, or by slug under ``root`` (default: ``exercises_dir()``);
+    UnknownExercise lists what exists there."""
     p = Path(name_or_path)
     if (p / "exercise.toml").is_file():
         return load_exercise(p)
-    if _SLUG.match(name_or_path) and (EXERCISES_DIR / name_or_path / "exercise.toml").is_file():
-        return load_exercise(EXERCISES_DIR / name_or_path)
-    known = ", ".join(sorted(discover())) or "none"
+    root = Path(root or exercises_dir())
+    if _SLUG.match(name_or_path) and (root / name_or_path / "exercise.toml").is_file():
+        return load_exercise(root / name_or_path)
+    known = ", ".join(sorted(p.parent.name for p in root.glob("*/exercise.toml"))) or "none"
     raise UnknownExercise(f"unknown exercise {name_or_path!r}; expected one of: {known} "
-                          f"(or a folder holding exercise.toml)")
+                          f"(in {root}), or a folder holding exercise.toml")

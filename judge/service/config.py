@@ -1,21 +1,7 @@
 """The service's configuration: embedded defaults, overridden by ``JUDGE_*`` environment variables.
 
-| variable | default | meaning |
-|---|---|---|
-| ``JUDGE_DATABASE_URL`` | ``sqlite:///judge.db`` | the SQLite file (``sqlite:////abs/path.db`` for an absolute path) |
-| ``JUDGE_API_KEYS`` | (none: ``judge serve`` makes one) | comma-separated bearer keys, one per client |
-| ``JUDGE_WORKERS`` | the number of cores | grading worker processes |
-| ``JUDGE_DATA_DIR`` | ``judge-data`` | artifacts, cached previews, the generated local key |
-| ``JUDGE_MAX_SOURCE_BYTES`` | 65536 | the largest submission, in UTF-8 bytes |
-| ``JUDGE_QUEUE_MAX`` | 1000 | submissions queued or running at once before ``503`` |
-| ``JUDGE_RATE_LIMIT`` | 60 | submissions per client per minute before ``429`` |
-| ``JUDGE_RATE_BURST`` | = rate limit | submissions a client may post at once |
-| ``JUDGE_WAIT_MAX`` | 60 | the longest ``?wait=`` honoured, in seconds |
-| ``JUDGE_EXERCISES`` | (all) | comma-separated slugs to serve |
-| ``JUDGE_EXERCISES_DIR`` | ``<repo>/exercises`` | where exercises are discovered |
-| ``JUDGE_ALLOW_WEAK_SANDBOX`` | 0 | 1: grade even where Landlock or seccomp is missing |
-| ``JUDGE_POLL_INTERVAL`` | 0.25 | seconds between an idle worker's looks at the queue (new submissions wake it at once) |
-| ``JUDGE_NOTIFY_INTERVAL`` | 0.25 | seconds between the API's looks for changes while someone waits (workers' notifications wake it at once) |
+Each field is the variable ``JUDGE_<FIELD>``; their table, with defaults and meanings, is in
+docs/service.md ("Configuration"), and tests/test_docs.py keeps it equal to ``Config``.
 """
 
 from __future__ import annotations
@@ -25,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from judge.errors import UsageError
-from judge.exercise import EXERCISES_DIR
+from judge.exercise import EXERCISES_ENV, default_exercises_dir, pack_exercises
 
 PREFIX = "JUDGE_"
 
@@ -38,11 +24,14 @@ class Config:
     data_dir: Path = Path("judge-data")
     max_source_bytes: int = 65536
     queue_max: int = 1000
+    client_queue_max: int = 100  # one client's queued + running: the rest of the queue stays others'
+    max_transfers: int = 32  # file downloads in flight at once, every client's
+    client_transfers: int = 4  # one client's file downloads in flight at once
     rate_limit: float = 60.0  # submissions per client per minute
     rate_burst: int = 0  # 0: the same as rate_limit
     wait_max: float = 60.0
     exercises: tuple[str, ...] = ()  # empty: every exercise found
-    exercises_dir: Path = EXERCISES_DIR
+    exercises_dir: Path = field(default_factory=default_exercises_dir)  # a pack's exercises/
     allow_weak_sandbox: bool = False  # grade even where Landlock or seccomp is missing
     poll_interval: float = 0.25  # an idle worker's look at the queue (new submissions wake it)
     notify_interval: float = 0.25  # the API's look for changes a notification did not announce
@@ -92,12 +81,15 @@ class Config:
         if (v := get("EXERCISES")) is not None:
             kw["exercises"] = tuple(s.strip() for s in v.split(",") if s.strip())
         if (v := get("EXERCISES_DIR")) is not None:
-            kw["exercises_dir"] = Path(v)
+            kw["exercises_dir"] = pack_exercises(v, EXERCISES_ENV)  # the pack or its exercises/
         if (v := get("ALLOW_WEAK_SANDBOX")) is not None:
             kw["allow_weak_sandbox"] = v.lower() in ("1", "true", "yes", "on")
         for name, key, conv, minimum in [("WORKERS", "workers", int, 0),
                                          ("MAX_SOURCE_BYTES", "max_source_bytes", int, 1),
                                          ("QUEUE_MAX", "queue_max", int, 1),
+                                         ("CLIENT_QUEUE_MAX", "client_queue_max", int, 1),
+                                         ("MAX_TRANSFERS", "max_transfers", int, 1),
+                                         ("CLIENT_TRANSFERS", "client_transfers", int, 1),
                                          ("RATE_LIMIT", "rate_limit", float, 0.001),
                                          ("RATE_BURST", "rate_burst", int, 1),
                                          ("WAIT_MAX", "wait_max", float, 0),
