@@ -110,3 +110,22 @@ def test_the_autograder_runs_end_to_end(autograder_zip, tmp_path):
     res = json.loads((root / "results" / "results.json").read_text())
     assert res["score"] == pytest.approx(100), [t for t in res["tests"] if t["status"] != "passed"][:3]
     assert "ACCEPTED" in res["output"] and all(t["status"] == "passed" for t in res["tests"])
+
+
+def test_setup_installs_the_dependencies_pyproject_declares(autograder_zip):
+    """setup.sh's pip line is the project's own dependency list (read from its metadata), not a
+    second copy: every runtime dependency of pyproject.toml but torch (installed from the CPU
+    index), and none of the test extras."""
+    import shlex
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
+    with zipfile.ZipFile(autograder_zip) as zf:
+        setup = zf.read("setup.sh").decode()
+    lines = [ln for ln in setup.splitlines() if ln.startswith("/autograder/venv/bin/pip install -q ")
+             and "--upgrade" not in ln and "--index-url" not in ln]
+    assert len(lines) == 1, lines
+    installed = shlex.split(lines[0])[3:]
+    assert sorted(installed) == sorted(d for d in project["dependencies"] if not d.startswith("torch"))
+    assert not set(installed) & set(project["optional-dependencies"]["test"])

@@ -3,6 +3,7 @@
 ``--format gradescope`` builds a Gradescope autograder zip (https://gradescope-autograders.readthedocs.io/en/latest/specs/):
 
     setup.sh          installs Python >= 3.11, CPU torch and the judge's dependencies into /autograder/venv
+                      (those of the installed ``judge`` distribution's metadata, else of pyproject.toml)
     run_autograder    runs `judge local exercises/<slug> <the submitted .py> --json` as an unprivileged
                       user and turns the verdict into /autograder/results/results.json
     gradescope.json   the export's settings: slug, submission file name, points per tier, visibility
@@ -19,9 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import importlib.metadata
 import re
+import shlex
 import stat
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -55,7 +59,7 @@ apt-get install -y -q "$PY-venv" libseccomp2 || apt-get install -y -q python3-ve
 "$PY" -m venv /autograder/venv
 /autograder/venv/bin/pip install -q --upgrade pip
 /autograder/venv/bin/pip install -q --index-url https://download.pytorch.org/whl/cpu "{torch_spec}"
-/autograder/venv/bin/pip install -q numpy "pydantic>=2" pyseccomp orjson
+/autograder/venv/bin/pip install -q {requirements}
 # The judge grades as an unprivileged user (the sandbox's laptop mode: Landlock, seccomp,
 # rlimits; a container usually cannot mount the per-job tmpfs that root mode needs).
 id judge-grader >/dev/null 2>&1 || useradd --system --create-home --shell /usr/sbin/nologin judge-grader
@@ -115,6 +119,25 @@ def parse_points(text: str | None) -> dict[str, float]:
     return out
 
 
+def runtime_requirements() -> list[str]:
+    """The judge's own dependencies, as pip requirement strings: from the installed ``judge``
+    distribution's metadata (else from pyproject.toml beside the judge's package), without the
+    optional extras (tests) and without torch, which setup.sh installs from the CPU index."""
+    try:
+        reqs = importlib.metadata.requires("judge") or []
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that is not installed
+        reqs = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    out = []
+    for req in reqs:
+        marker = req.partition(";")[2]
+        name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req)
+        if re.search(r"\bextra\s*==", marker) or name is None:
+            continue
+        if re.sub(r"[-_.]+", "-", name.group(1)).lower() != "torch":
+            out.append(req.strip())
+    return out
+
+
 def _torch_spec() -> str:
     import torch
 
@@ -162,8 +185,9 @@ def gradescope_zip(exercise: Exercise, out: Path, *, submission_file: str = "sol
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w") as zf:
-        _add(zf, "setup.sh", SETUP_SH.replace("{torch_spec}", torch_spec or _torch_spec()).encode(),
-             executable=True)
+        setup = SETUP_SH.replace("{torch_spec}", torch_spec or _torch_spec())
+        setup = setup.replace("{requirements}", " ".join(shlex.quote(r) for r in runtime_requirements()))
+        _add(zf, "setup.sh", setup.encode(), executable=True)
         _add(zf, "run_autograder", RUN_AUTOGRADER.format(slug=exercise.slug,
                                                          submission_file=submission_file).encode(),
              executable=True)
