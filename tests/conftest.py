@@ -55,7 +55,8 @@ class Service:
         env = {**os.environ, "JUDGE_DATABASE_URL": f"sqlite:///{self.db}",
                "JUDGE_DATA_DIR": str(self.root / "data"), "JUDGE_API_KEYS": ",".join(API_KEYS),
                "JUDGE_WORKERS": str(self.workers), "JUDGE_EXERCISES": "glm5_mis",
-               "JUDGE_RATE_LIMIT": "100000", "JUDGE_QUEUE_MAX": "100000", **self.env}
+               "JUDGE_RATE_LIMIT": "100000", "JUDGE_QUEUE_MAX": "100000",
+               "JUDGE_CLIENT_QUEUE_MAX": "100000", **self.env}
         log = open(self.root / "server.log", "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "judge.cli", "serve", "--port", str(port)],
                                      cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT,

@@ -15,18 +15,17 @@ from fastapi.testclient import TestClient
 
 from judge.service.app import create_app
 from judge.service.config import Config
-from judge.exercise import REPO_ROOT
+from judge.exercise import REPO_ROOT, load_exercise
 
 API_KEYS = ("test-key-alice", "test-key-bob")  # the service fixture's keys (tests/conftest.py)
 
 REF = (REPO_ROOT / "reference/glm5_mis/solution.py").read_text()
-WRONG_DIR = REPO_ROOT / "reference/glm5_mis/wrong"
 STARTER = (REPO_ROOT / "exercises/glm5_mis/starter.py").read_text()
 
 
 def wrong(name: str) -> tuple[str, str]:
-    text = (WRONG_DIR / f"{name}.py").read_text()
-    return text, re.search(r"expect:\s*(T[0-3])", text).group(1)
+    w = load_exercise(REPO_ROOT / "exercises/glm5_mis").wrong_solution(name)
+    return w.source, w.expect_tier
 
 
 def failed_tiers(doc: dict) -> list[str]:
@@ -207,6 +206,59 @@ def test_list_is_own_newest_first_and_paginated(service):
     assert not mine & set(ids)
 
 
+def test_cursors_reveal_nothing_and_forged_ones_are_refused(tmp_path):
+    """next_cursor names a position in the client's own list only: no global counter moves with
+    other clients' submissions, and a cursor from another client's list (or garbled) is a 400."""
+    bob = {"Authorization": f"Bearer {API_KEYS[1]}"}
+    with _idle_app(tmp_path) as c:
+        mine = [submit(c, "x = 1", wait=None).json()["id"] for _ in range(3)]
+        first = c.get("/submissions", params={"limit": 2}).json()["next_cursor"]
+        theirs = [c.post("/submit", json={"exercise": "glm5_mis", "code": "x"}, headers=bob).json()["id"]
+                  for _ in range(5)]
+        page = c.get("/submissions", params={"limit": 2}).json()
+        assert page["next_cursor"] == first  # the others' five submissions changed nothing
+        assert not any(t in page["next_cursor"] for t in theirs)
+        assert [i["id"] for i in c.get("/submissions", params={"cursor": first}).json()["items"]] == mine[:1]
+        bobs = c.get("/submissions", params={"limit": 2}, headers=bob).json()["next_cursor"]
+        for bad in (bobs, "0" * 24, "12", "x", first.upper(), first + "0", "' OR 1=1 --"):
+            r = c.get("/submissions", params={"cursor": bad})
+            assert r.status_code == 400 and r.json()["error"] == "bad_cursor", bad
+            assert "next_cursor" in r.json()["detail"]
+
+
+def test_client_queue_cap_429(tmp_path):
+    bob = {"Authorization": f"Bearer {API_KEYS[1]}"}
+    with _idle_app(tmp_path, client_queue_max=2) as c:
+        assert [submit(c, "x", wait=None).status_code for _ in range(2)] == [202, 202]
+        r = submit(c, "x", wait=None)
+        assert r.status_code == 429 and r.json()["error"] == "client_queue_full" and r.headers["retry-after"]
+        assert "2 submissions" in r.json()["detail"]
+        other = c.post("/submit", json={"exercise": "glm5_mis", "code": "x"}, headers=bob)
+        assert other.status_code == 202  # the cap is per client: bob still has room
+
+
+def sse_ids(text: str) -> list[int]:
+    return [int(m) for m in re.findall(r"^id: (.*)$", text, re.M)]
+
+
+def test_event_ids_are_per_stream_and_last_event_id_is_validated(service, graded):
+    sid = graded.json()["id"]
+    with service.client() as c:
+        with c.stream("GET", f"/submissions/{sid}/events") as s:
+            text = "".join(s.iter_text())
+        ids = sse_ids(text)
+        assert ids == list(range(1, len(ids) + 1)) and len(ids) >= 6  # not the global counter
+        with c.stream("GET", f"/submissions/{sid}/events", headers={"Last-Event-ID": "3"}) as s:
+            resumed = "".join(s.iter_text())
+        assert sse_ids(resumed) == ids[3:] and "event: end" in resumed
+        blocks = [b for b in text.split("\n\n") if b.startswith("id:")]
+        assert [b for b in resumed.split("\n\n") if b.startswith("id:")] == blocks[3:]
+        for bad in ("abc", "-1", "1.5", "9" * 40, "0x10", str(len(ids) + 1)):
+            r = c.get(f"/submissions/{sid}/events", headers={"Last-Event-ID": bad})
+            assert r.status_code == 400 and r.json()["error"] == "bad_last_event_id", (bad, r.text)
+            assert "Last-Event-ID" in r.json()["detail"]
+
+
 def test_clients_are_isolated(service, graded):
     with service.client(API_KEYS[0]) as alice, service.client(API_KEYS[1]) as bob:
         doc = settled(alice, graded.json())
@@ -344,7 +396,7 @@ def test_bad_wait(service, params):
 def test_bad_queries_and_paths(service):
     with service.client() as c:
         assert c.get("/submissions", params={"limit": 0}).status_code == 422
-        assert c.get("/submissions", params={"cursor": "x"}).status_code == 422
+        assert c.get("/submissions", params={"cursor": "x"}).status_code == 400
         assert c.get("/submissions/not-an-id").status_code == 404
         assert c.get("/submissions/0123456789abcdef01234567/events").status_code == 404
         r = c.delete("/submissions")

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from judge.service.store import MAX_ATTEMPTS, Store
+from judge.service.store import MAX_ATTEMPTS, QueueFull, Store
 
 
 @pytest.fixture
@@ -15,8 +15,14 @@ def store(tmp_path):
     return Store(tmp_path / "judge.db")
 
 
-def add(store, client="a", code="x = 1", queue_max=1000):
-    return store.add(client, "glm5_mis", "submit", code, queue_max=queue_max)
+def add(store, client="a", code="x = 1", queue_max=1000, client_max=None):
+    return store.add(client, "glm5_mis", "submit", code, queue_max=queue_max, client_max=client_max)
+
+
+def full(store, **kw) -> QueueFull:
+    with pytest.raises(QueueFull) as e:
+        add(store, **kw)
+    return e.value
 
 
 def test_wal_and_schema(store):
@@ -36,20 +42,84 @@ def test_add_is_committed_and_visible_to_its_client_only(store, tmp_path):
 
 def test_queue_is_bounded(store):
     assert add(store, queue_max=2) and add(store, queue_max=2)
-    assert add(store, queue_max=2) is None
+    e = full(store, queue_max=2)
+    assert (e.scope, e.limit) == ("queue", 2)
     job = store.claim("w")
-    assert add(store, queue_max=2) is None  # running counts too
+    assert full(store, queue_max=2).scope == "queue"  # running counts too
     store.finish(job.id, "{}", "accepted")
     assert add(store, queue_max=2) is not None
+    assert store.db.execute("SELECT count(*) FROM submissions").fetchone()[0] == 3
 
 
-def test_claim_is_fifo_and_marks_running(store):
+def test_one_client_cannot_fill_the_queue(store):
+    mine = [add(store, client="a", client_max=2) for _ in range(2)]
+    e = full(store, client="a", client_max=2)
+    assert (e.scope, e.limit) == ("client", 2)
+    assert add(store, client="b", client_max=2)  # another client's room is its own
+    job = store.claim("w")
+    assert job.id == mine[0]
+    assert full(store, client="a", client_max=2).scope == "client"  # running counts too
+    store.finish(job.id, "{}", "accepted")
+    assert add(store, client="a", client_max=2)
+
+
+def test_claim_marks_running_oldest_first_within_a_client(store):
     ids = [add(store) for _ in range(3)]
     job = store.claim("w1")
     assert job.id == ids[0] and job.attempts == 1 and job.code == "x = 1"
     row = store.get(ids[0], None)
     assert row["status"] == "running" and row["worker"] == "w1" and row["started_at"]
     assert store.claim("w2").id == ids[1]
+
+
+def client_of(store, job) -> str:
+    return store.db.execute("SELECT client FROM submissions WHERE id = ?", (job.id,)).fetchone()[0]
+
+
+def test_a_backlog_does_not_make_another_client_wait_behind_it(store):
+    """Client a queues 50, then b queues one: with one worker, b's is the very next claimed."""
+    a = [add(store, client="a") for _ in range(50)]
+    first = store.claim("w")
+    assert first.id == a[0]
+    b = add(store, client="b")
+    store.finish(first.id, "{}", "accepted")
+    assert store.claim("w").id == b
+    assert store.claim("w").id == a[1]  # then a's backlog, in order
+
+
+def test_clients_take_turns(store):
+    """Round robin: with two backlogs queued one after the other, claims alternate."""
+    for c in "aaaa" + "bbbb" + "cc":
+        add(store, client=c)
+    order = []
+    while (job := store.claim("w")) is not None:
+        order.append(client_of(store, job))
+        store.finish(job.id, "{}", "accepted")
+    assert order == list("abcabcabab")
+
+
+def test_a_client_with_fewer_running_goes_first(store):
+    """Two workers busy with a's submissions: a free worker takes b's, though b was served last."""
+    for _ in range(4):
+        add(store, client="a")
+    b = add(store, client="b")
+    assert client_of(store, store.claim("w1")) == "a"
+    assert store.claim("w2").id == b  # a has one running, b none
+    b2 = add(store, client="b")
+    done = store.claim("w2")  # b's is running, a has one running: a, served longer ago
+    assert client_of(store, done) == "a"
+    store.finish(b, "{}", "accepted")
+    assert store.claim("w3").id == b2  # b has none running now, a has two
+
+
+def test_a_retried_submission_keeps_its_clients_turn(store):
+    a1, a2 = add(store, client="a"), add(store, client="a")
+    b1 = add(store, client="b")
+    assert store.claim("w").id == a1
+    assert store.recover("w", message="died") == {a1: "queued"}
+    assert store.claim("w").id == b1  # a was served last
+    assert store.claim("w").id == a1  # then a's oldest: the retried one, before a2
+    assert store.claim("w").id == a2
 
 
 def test_concurrent_claims_never_share_a_job(store, tmp_path):
@@ -125,11 +195,28 @@ def test_events_and_change_counter(store):
 
 def test_list_is_newest_first_and_paginated(store):
     mine = [add(store, client="a") for _ in range(5)]
-    add(store, client="b")
+    theirs = add(store, client="b")
     page = store.list("a", limit=3)
     assert [r["id"] for r in page] == mine[::-1][:3]
-    rest = store.list("a", limit=3, before=page[-1]["seq"])
+    assert "seq" not in page[0]  # the global position never leaves the store
+    rest = store.list("a", limit=3, after=page[-1]["id"])
     assert [r["id"] for r in rest] == mine[::-1][3:]
+    assert store.list("a", limit=3, after=theirs) is None  # not a position in a's list
+    assert store.list("a", limit=3, after="f" * 24) is None
+
+
+def test_event_positions_are_per_submission(store):
+    a, b = add(store, client="a"), add(store, client="b")
+    store.claim("w")
+    store.progress(a, {"tier": "T0"})
+    store.progress(b, {"tier": "T0"})
+    store.progress(a, {"tier": "T1"})
+    ids = [e["id"] for e in store.events(a)]
+    assert len(ids) == 4  # queued, running, T0, T1
+    assert store.event_position(a, 0) == 0
+    assert [store.event_position(a, n) for n in (1, 2, 3, 4)] == ids
+    assert store.event_position(a, 5) is None
+    assert [e["id"] for e in store.events(a, after=store.event_position(a, 2))] == ids[2:]
 
 
 def test_metrics(store):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import mimetypes
 import os
+import re
 import secrets
 import sys
 import time
@@ -28,12 +29,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from judge.service.schemas import (Accepted, ErrorBody, ExerciseDetail, ExerciseSummary, FunctionInfo,
                               Health, LimitsInfo, Preview, Readiness, Submission, SubmissionPage,
                               SubmissionSummary, SubmitRequest)
-from judge.service.guard import (SUBMISSION_ID, ApiError, Changes, Guard, RateLimiter, log,
-                               list_regular_files, read_regular_file)
+from judge.service.guard import SUBMISSION_ID, ApiError, Changes, Guard, RateLimiter, log
 from judge.service.catalog import load_catalog, preview_dir
 from judge.service.config import Config
+from judge.service.files import FileStream, Transfers, list_regular_files, open_regular_file
 from judge.models import Verdict
-from judge.service.store import Store
+from judge.service.store import QueueFull, Store
 from judge.service.workers import WorkerPool, artifacts_dir
 
 bearer = HTTPBearer(auto_error=False, description="an API key from JUDGE_API_KEYS")
@@ -42,6 +43,8 @@ STATUS_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: 
                 413: "body_too_large", 415: "unsupported_media_type", 422: "invalid_request",
                 429: "rate_limited", 503: "unavailable"}
 SSE_MAX_SECONDS = 600.0
+INLINE_DOCUMENT_BYTES = 64 << 10  # a verdict larger than this is parsed and serialized off the event loop
+LAST_EVENT_ID = re.compile(r"^[0-9]{1,9}$")
 
 
 def _err(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -62,10 +65,15 @@ def _document(row: dict) -> Submission:
         links={"self": f"/submissions/{sid}", "events": f"/submissions/{sid}/events"})
 
 
-def _file_response(data: bytes, media_type: str, name: str) -> Response:
-    return Response(data, media_type=media_type, headers={
-        "X-Content-Type-Options": "nosniff", "Content-Security-Policy": "default-src 'none'; sandbox",
-        "Content-Disposition": f'inline; filename="{name}"'})
+def _document_json(row: dict) -> str:
+    return _document(row).model_dump_json()
+
+
+async def _document_off_loop(row: dict) -> str:
+    """The whole document as JSON: built in a worker thread when its verdict is large."""
+    if len(row["verdict"] or "") > INLINE_DOCUMENT_BYTES:
+        return await run_in_threadpool(_document_json, row)
+    return _document_json(row)
 
 
 FILE_CONTENT = {t: {"schema": {"type": "string", "format": "binary"}} for t in
@@ -86,6 +94,7 @@ def create_app(cfg: Config) -> FastAPI:
     catalog = load_catalog(cfg)
     previews = {slug: preview_dir(cfg, ex) for slug, ex in catalog.items()}
     limiter = RateLimiter(cfg.rate_limit, cfg.burst)
+    transfers = Transfers(cfg.max_transfers, cfg.client_transfers)
     pool = WorkerPool(cfg, store, {s: ex.limits.total_seconds for s, ex in catalog.items()}) \
         if cfg.workers > 0 else None
     changes = Changes(store, cfg.notify_interval, pool.changes_fd if pool is not None else None)
@@ -146,14 +155,30 @@ def create_app(cfg: Config) -> FastAPI:
                            f"{', '.join(sorted(catalog)) or 'none'}")
         return ex
 
-    async def wait_done(sid: str, timeout: float) -> dict:
+    async def wait_done(sid: str, timeout: float) -> bool:
+        """True once ``sid`` is done or failed, False if not within ``timeout`` seconds (only its
+        status is read meanwhile, in the event loop: a tiny row)."""
         deadline = time.monotonic() + timeout
         while True:
-            row = store.get(sid, None)
-            if row["status"] in ("done", "error"):
-                return row
+            if store.status(sid) in ("done", "error"):
+                return True
             if not await changes.wait(sid, deadline - time.monotonic()):
-                return store.get(sid, None)
+                return store.status(sid) in ("done", "error")
+
+    def serve_file(who: str, opened: tuple[int, int] | None, media_type: str, name: str,
+                   missing: str) -> FileStream:
+        """Stream an opened file (``open_regular_file``), within the caps on transfers."""
+        if opened is None:
+            raise ApiError(404, "not_found", missing)
+        refused = transfers.take(who)
+        if refused is not None:
+            os.close(opened[0])
+            if refused == "client":
+                raise ApiError(429, "too_many_transfers", f"at most {cfg.client_transfers} downloads "
+                               "of one client at once; finish one first", {"Retry-After": "1"})
+            raise ApiError(503, "transfers_busy", f"the server is sending {cfg.max_transfers} files "
+                           "already; try again shortly", {"Retry-After": "1"})
+        return FileStream(*opened, media_type, name, done=lambda: transfers.release(who))
 
     # --- submissions ------------------------------------------------------------------------
     @app.post("/submit", dependencies=AUTH, status_code=202, response_model=Accepted, tags=["submissions"],
@@ -181,75 +206,104 @@ def create_app(cfg: Config) -> FastAPI:
         if retry:
             raise ApiError(429, "rate_limited", f"at most {cfg.rate_limit:g} submissions a minute",
                            {"Retry-After": str(max(1, round(retry + 0.5)))})
-        sid = await run_in_threadpool(store.add, who, body.exercise, body.mode, body.code,
-                                      queue_max=cfg.queue_max)
-        if sid is None:
+        try:
+            sid = await run_in_threadpool(store.add, who, body.exercise, body.mode, body.code,
+                                          queue_max=cfg.queue_max, client_max=cfg.client_queue_max)
+        except QueueFull as e:
+            if e.scope == "client":
+                raise ApiError(429, "client_queue_full", f"you have {e.limit} submissions queued or "
+                               "running already; wait for some to be graded", {"Retry-After": "5"}) from None
             raise ApiError(503, "queue_full", "the grading queue is full; try again shortly",
-                           {"Retry-After": "5"})
+                           {"Retry-After": "5"}) from None
         if pool is not None:
             pool.notify()
         location = f"/submissions/{sid}"
-        if wait:
-            row = await wait_done(sid, min(wait, cfg.wait_max))
-            if row["status"] in ("done", "error"):
-                return JSONResponse(_document(row).model_dump(mode="json"), status_code=200,
-                                    headers={"Location": location})
+        if wait and await wait_done(sid, min(wait, cfg.wait_max)):
+            doc = await _document_off_loop(store.get(sid, None))
+            return Response(doc, status_code=200, media_type="application/json",
+                            headers={"Location": location})
         response.headers["Location"] = location
         return Accepted(id=sid, status="queued")
 
-    @app.get("/submissions", dependencies=AUTH, response_model=SubmissionPage, tags=["submissions"], responses=_err(422))
+    @app.get("/submissions", dependencies=AUTH, response_model=SubmissionPage, tags=["submissions"],
+             responses=_err(400, 422))
     def list_submissions(request: Request, limit: int = Query(20, ge=1, le=100),
-                         cursor: str | None = Query(None, pattern=r"^[0-9]{1,18}$",
-                                                    description="next_cursor of the previous page")):
+                         cursor: str | None = Query(None, max_length=200, description=(
+                             "next_cursor of the previous page (opaque: it names a position in "
+                             "your own list, nothing else)"))):
         """The caller's own submissions, newest first."""
-        rows = store.list(client(request), limit=limit, before=int(cursor) if cursor else None)
+        if cursor is not None and not SUBMISSION_ID.match(cursor):
+            raise ApiError(400, "bad_cursor", "cursor is not one this server gave you: pass next_cursor "
+                           "of the previous page unchanged")
+        rows = store.list(client(request), limit=limit, after=cursor)
+        if rows is None:
+            raise ApiError(400, "bad_cursor", "cursor is not a position in your list of submissions: "
+                           "pass next_cursor of the previous page unchanged")
         items = [SubmissionSummary(id=r["id"], exercise=r["exercise"], mode=r["mode"], status=r["status"],
                                    verdict=r["outcome"], created_at=_ts(r["created_at"]),
                                    finished_at=_ts(r["finished_at"])) for r in rows]
-        return SubmissionPage(items=items, next_cursor=str(rows[-1]["seq"]) if len(rows) == limit else None)
+        return SubmissionPage(items=items, next_cursor=rows[-1]["id"] if len(rows) == limit else None)
 
     @app.get("/submissions/{sid}", dependencies=AUTH, response_model=Submission, tags=["submissions"], responses=_err(404))
     def get_submission(sid: str, request: Request):
         """A submission's status and, once graded, its verdict."""
-        return _document(owned(request, sid))
+        # built here, in the route's worker thread, not by FastAPI in the event loop
+        return Response(_document_json(owned(request, sid)), media_type="application/json")
 
-    @app.get("/submissions/{sid}/artifacts/{name}", dependencies=AUTH, response_class=Response, tags=["submissions"],
-             responses={200: {"content": FILE_CONTENT, "description": "the file"}, **_err(400, 404)})
-    async def get_artifact(sid: str, name: str, request: Request):
-        """A file the submission's experiment wrote (a plot, metrics.json), with its media type.
-        Plots are drawn just after the verdict: while they are pending this waits for them."""
+    def listed_artifact(request: Request, sid: str, name: str):
+        """(the artifact ``name`` of the verdict or None, whether its plots are still pending)."""
         row = owned(request, sid)
         verdict = Verdict.model_validate_json(row["verdict"]) if row["verdict"] else None
+        if verdict is None:
+            return None, False
+        return next((a for a in verdict.artifacts if a.name == name), None), verdict.artifacts_pending
+
+    @app.get("/submissions/{sid}/artifacts/{name}", dependencies=AUTH, response_class=Response, tags=["submissions"],
+             responses={200: {"content": FILE_CONTENT, "description": "the file"}, **_err(400, 404, 429, 503)})
+    async def get_artifact(sid: str, name: str, request: Request):
+        """A file the submission's experiment wrote (a plot, metrics.json), with its media type,
+        streamed from disk. Plots are drawn just after the verdict: while they are pending this
+        waits for them. 429 or 503 when too many downloads are in flight (the client's or all)."""
+        art, pending = await run_in_threadpool(listed_artifact, request, sid, name)
         deadline = time.monotonic() + ARTIFACT_WAIT
-        while verdict is not None and verdict.artifacts_pending and time.monotonic() < deadline:
+        while pending and time.monotonic() < deadline:
             await changes.wait(sid, deadline - time.monotonic())
-            row = owned(request, sid)
-            verdict = Verdict.model_validate_json(row["verdict"])
-        art = next((a for a in (verdict.artifacts if verdict else []) if a.name == name), None)
-        data = read_regular_file(artifacts_dir(cfg, sid), name) if art else None
-        if data is None:
-            raise ApiError(404, "not_found", f"submission {sid} has no artifact {name!r}")
-        return _file_response(data, art.media_type, name)
+            art, pending = await run_in_threadpool(listed_artifact, request, sid, name)
+        opened = await run_in_threadpool(open_regular_file, artifacts_dir(cfg, sid), name) if art else None
+        return serve_file(client(request), opened, art.media_type if art else "", name,
+                          f"submission {sid} has no artifact {name!r}")
 
     @app.get("/submissions/{sid}/events", dependencies=AUTH, response_class=Response, tags=["submissions"],
              responses={200: {"content": {"text/event-stream": {"schema": SSE_EVENT}},
                               "description": "server-sent events: status, test, and a final end"},
-                        **_err(404)})
-    async def get_events(sid: str, request: Request, last_event_id: str | None = Header(None)):
-        """Tier progress as server-sent events; the last one (``end``) carries the whole document."""
+                        **_err(400, 404)})
+    async def get_events(sid: str, request: Request, last_event_id: str | None = Header(
+            None, description="resume after this event (the id of the last one received)")):
+        """Tier progress as server-sent events; the last one (``end``) carries the whole document.
+        Events are numbered 1, 2, … within the submission's stream (its ids)."""
         owned(request, sid)
-        after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+        number = 0  # how many of this submission's events the client has
+        if last_event_id is not None and last_event_id.strip():
+            if not LAST_EVENT_ID.match(last_event_id.strip()):
+                raise ApiError(400, "bad_last_event_id", "Last-Event-ID must be the id of an event "
+                               f"of this stream (1, 2, …), got {last_event_id[:40]!r}")
+            number = int(last_event_id)
+        after = store.event_position(sid, number)  # the events table's id to resume after
+        if after is None:
+            raise ApiError(400, "bad_last_event_id", f"Last-Event-ID {number}: this stream has not "
+                           f"sent that many events")
 
         async def stream():
             deadline = time.monotonic() + SSE_MAX_SECONDS
-            nonlocal after
+            nonlocal after, number
             while time.monotonic() < deadline:
-                row = store.get(sid, None)
+                status = store.status(sid)
                 for e in store.events(sid, after):
-                    after = e["id"]
-                    yield f"id: {e['id']}\nevent: {e['kind']}\ndata: {e['data']}\n\n"
-                if row["status"] in ("done", "error"):
-                    yield f"event: end\ndata: {_document(row).model_dump_json()}\n\n"
+                    after, number = e["id"], number + 1
+                    yield f"id: {number}\nevent: {e['kind']}\ndata: {e['data']}\n\n"
+                if status in ("done", "error"):
+                    doc = await _document_off_loop(store.get(sid, None))
+                    yield f"event: end\ndata: {doc}\n\n"
                     return
                 if not await changes.wait(sid, min(15.0, deadline - time.monotonic()), events=True):
                     yield ": keep-alive\n\n"
@@ -291,14 +345,13 @@ def create_app(cfg: Config) -> FastAPI:
         return PlainTextResponse(exercise_of(slug).starter_path.read_text(), media_type="text/x-python")
 
     @app.get("/exercises/{slug}/previews/{name}", dependencies=AUTH, response_class=Response, tags=["exercises"],
-             responses={200: {"content": FILE_CONTENT, "description": "the file"}, **_err(404)})
-    def get_preview(slug: str, name: str):
-        """One of the reference's T3 artifacts."""
+             responses={200: {"content": FILE_CONTENT, "description": "the file"}, **_err(404, 429, 503)})
+    def get_preview(slug: str, name: str, request: Request):
+        """One of the reference's T3 artifacts, streamed from disk."""
         exercise_of(slug)
-        data = read_regular_file(previews[slug], name)
-        if data is None:
-            raise ApiError(404, "not_found", f"exercise {slug} has no preview {name!r}")
-        return _file_response(data, mimetypes.guess_type(name)[0] or "application/octet-stream", name)
+        return serve_file(client(request), open_regular_file(previews[slug], name),
+                          mimetypes.guess_type(name)[0] or "application/octet-stream", name,
+                          f"exercise {slug} has no preview {name!r}")
 
     # --- operations -------------------------------------------------------------------------
     @app.get("/healthz", response_model=Health, tags=["operations"])

@@ -3,8 +3,10 @@
 ``submissions`` holds each submission (the client is a hash of its key, never the key) and, once
 graded, its ``Verdict`` document as JSON. ``events`` holds tier progress and status changes, in
 order; its largest id is the change counter the API polls as a fallback to the workers'
-notifications. A worker claims the oldest queued submission with one ``UPDATE … RETURNING``
-under the write lock, so no two workers get the same.
+notifications. A worker claims a submission with one ``UPDATE … RETURNING`` under the write
+lock, so no two workers get the same; which one is a fair share across clients (``claim``):
+the oldest queued submission of the client with the fewest running, served least recently
+(``turns``), so one client's backlog never makes another's submission wait behind it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ CREATE TABLE IF NOT EXISTS submissions (
 );
 CREATE INDEX IF NOT EXISTS submissions_status ON submissions(status, seq);
 CREATE INDEX IF NOT EXISTS submissions_client ON submissions(client, seq);
+CREATE INDEX IF NOT EXISTS submissions_queue ON submissions(status, client, seq);
+CREATE TABLE IF NOT EXISTS turns (
+    client TEXT PRIMARY KEY,
+    served INTEGER NOT NULL                  -- the claim counter when a worker last took one of its
+);
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     submission TEXT NOT NULL,
@@ -54,6 +61,27 @@ CREATE INDEX IF NOT EXISTS events_submission ON events(submission, id);
 
 _COLUMNS = ("seq, id, client, exercise, mode, status, attempts, worker, verdict, outcome, message, "
             "created_at, started_at, finished_at")
+
+
+# The next submission to grade (``Store.claim``): each client's oldest queued one (one index
+# range per client, ``submissions_queue``), ranked by the client's running count, then by when
+# it was last served (never: first), then by age.
+_NEXT = """
+WITH heads AS (SELECT client, min(seq) AS seq FROM submissions WHERE status = 'queued' GROUP BY client),
+     running AS (SELECT client, count(*) AS n FROM submissions WHERE status = 'running' GROUP BY client)
+SELECT heads.seq FROM heads LEFT JOIN running ON running.client = heads.client
+LEFT JOIN turns ON turns.client = heads.client
+ORDER BY coalesce(running.n, 0), coalesce(turns.served, 0), heads.seq LIMIT 1
+"""
+
+
+class QueueFull(Exception):
+    """``Store.add`` refused a submission: ``scope`` "queue" (everyone's) or "client" (the
+    client's own) already holds ``limit`` queued or running."""
+
+    def __init__(self, scope: str, limit: int):
+        super().__init__(f"{scope} queue full ({limit})")
+        self.scope, self.limit = scope, limit
 
 
 @dataclass
@@ -115,17 +143,23 @@ class Store:
                    (sid, time.time(), kind, json.dumps(data)))
 
     # --- the API's side ---------------------------------------------------------------------
-    def add(self, client: str, exercise: str, mode: str, code: str, *, queue_max: int) -> str | None:
-        """Commit a new queued submission; None when ``queue_max`` are already waiting or running."""
+    def add(self, client: str, exercise: str, mode: str, code: str, *, queue_max: int,
+            client_max: int | None = None) -> str:
+        """Commit a new queued submission. Raises ``QueueFull`` when ``queue_max`` are already
+        waiting or running (``scope`` "queue"), or ``client_max`` of this client's are."""
         sid = new_id()
         with self.write() as db:
+            if client_max is not None and db.execute(
+                    "SELECT count(*) FROM submissions WHERE status IN ('queued', 'running') "
+                    "AND client = ?", (client,)).fetchone()[0] >= client_max:
+                raise QueueFull("client", client_max)
             cur = db.execute(
                 "INSERT INTO submissions (id, client, exercise, mode, code, created_at) "
                 "SELECT ?, ?, ?, ?, ?, ? WHERE (SELECT count(*) FROM submissions "
                 "WHERE status IN ('queued', 'running')) < ?",
                 (sid, client, exercise, mode, code, time.time(), queue_max))
             if cur.rowcount != 1:
-                return None
+                raise QueueFull("queue", queue_max)
             self._event(db, sid, "status", {"status": "queued"})
         return sid
 
@@ -138,18 +172,42 @@ class Store:
                                   (sid, client)).fetchone()
         return dict(row) if row else None
 
-    def list(self, client: str, *, limit: int, before: int | None = None) -> list[dict]:
-        """The client's submissions, newest first; ``before`` is the ``seq`` to continue below."""
-        rows = self.db.execute(
-            "SELECT seq, id, exercise, mode, status, outcome, created_at, finished_at FROM submissions "
-            "WHERE client = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
-            (client, before if before is not None else 2**62, limit)).fetchall()
+    def status(self, sid: str) -> str | None:
+        """Only a submission's status (a tiny read, fit for the event loop), or None."""
+        row = self.db.execute("SELECT status FROM submissions WHERE id = ?", (sid,)).fetchone()
+        return row[0] if row else None
+
+    def list(self, client: str, *, limit: int, after: str | None = None) -> list[dict] | None:
+        """The client's submissions, newest first; ``after``: continue below that submission of
+        the client's (its id: the position is the client's own, nothing global). None when
+        ``after`` is not one of the client's submissions."""
+        db = self.db
+        before = 2**62
+        if after is not None:
+            row = db.execute("SELECT seq FROM submissions WHERE id = ? AND client = ?",
+                             (after, client)).fetchone()
+            if row is None:
+                return None
+            before = row["seq"]
+        rows = db.execute(
+            "SELECT id, exercise, mode, status, outcome, created_at, finished_at FROM submissions "
+            "WHERE client = ? AND seq < ? ORDER BY seq DESC LIMIT ?", (client, before, limit)).fetchall()
         return [dict(r) for r in rows]
 
     def events(self, sid: str, after: int = 0, limit: int = 500) -> list[dict]:
         rows = self.db.execute("SELECT id, at, kind, data FROM events WHERE submission = ? AND id > ? "
                                "ORDER BY id LIMIT ?", (sid, after, limit)).fetchall()
         return [dict(r) for r in rows]
+
+    def event_position(self, sid: str, number: int) -> int | None:
+        """The events table's id of ``sid``'s ``number``-th event (1-based; 0 gives 0), for a
+        stream resumed after it; None when ``sid`` has fewer events. Streams number their events
+        per submission, so a client never sees the global counter (others' activity)."""
+        if number == 0:
+            return 0
+        row = self.db.execute("SELECT id FROM events WHERE submission = ? ORDER BY id "
+                              "LIMIT 1 OFFSET ?", (sid, number - 1)).fetchone()
+        return row["id"] if row else None
 
     def last_change(self) -> int:
         return self.db.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0]
@@ -162,17 +220,25 @@ class Store:
         return self.db.execute("SELECT 1 FROM submissions WHERE status = 'queued' LIMIT 1").fetchone() is not None
 
     def claim(self, worker: str) -> Job | None:
-        """Atomically take the oldest queued submission and mark it running."""
+        """Atomically take the next queued submission, by fair share, and mark it running.
+
+        Fair share: among the clients with a submission queued, the one with the fewest running
+        now, then the one a worker served least recently (``turns``); its oldest queued
+        submission. So clients take turns (round robin), and a client's backlog, however long or
+        slow, delays another's submission by at most the gradings already running."""
         if not self.has_queued():  # a cheap read first: idle workers never take the write lock
             return None
         with self.write() as db:
-            row = db.execute(
-                "UPDATE submissions SET status = 'running', attempts = attempts + 1, worker = ?, "
-                "started_at = ? WHERE seq = (SELECT seq FROM submissions WHERE status = 'queued' "
-                "ORDER BY seq LIMIT 1) RETURNING id, exercise, mode, code, attempts",
-                (worker, time.time())).fetchone()
+            row = db.execute(_NEXT).fetchone()
             if row is None:
                 return None
+            row = db.execute(
+                "UPDATE submissions SET status = 'running', attempts = attempts + 1, worker = ?, "
+                "started_at = ? WHERE seq = ? RETURNING id, client, exercise, mode, code, attempts",
+                (worker, time.time(), row["seq"])).fetchone()
+            db.execute("INSERT INTO turns (client, served) VALUES (?, (SELECT coalesce(max(served), 0) "
+                       "+ 1 FROM turns)) ON CONFLICT (client) DO UPDATE SET served = excluded.served",
+                       (row["client"],))
             self._event(db, row["id"], "status", {"status": "running", "attempt": row["attempts"]})
         return Job(row["id"], row["exercise"], row["mode"], row["code"], row["attempts"])
 
