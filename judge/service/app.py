@@ -117,7 +117,7 @@ def create_app(cfg: Config) -> FastAPI:
     app = FastAPI(title="judge", version="0.1.0", lifespan=lifespan,
                   description="Grades implementations of ML papers. Authenticate with "
                               "`Authorization: Bearer <key>`.")
-    app.state.store, app.state.pool, app.state.config = store, pool, cfg
+    app.state.store, app.state.pool, app.state.config, app.state.transfers = store, pool, cfg, transfers
 
     # --- errors: always JSON, never a 500 for bad input -------------------------------------
     @app.exception_handler(ApiError)

@@ -1,5 +1,5 @@
 """The API's plumbing, kept out of the routes: errors as JSON, the request guard (authentication,
-body size, UTF-8), the per-client rate limit, change notification, and safe file reads."""
+body size, UTF-8), the per-client rate limit, change notification. Files: ``judge.service.files``."""
 
 from __future__ import annotations
 
@@ -11,19 +11,15 @@ import logging
 import os
 import re
 import sqlite3
-import stat
 import threading
 import time
-from pathlib import Path
 
 from judge.service.store import Store
 
 log = logging.getLogger("judge.service.app")
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs",
                           "/docs/oauth2-redirect", "/redoc"})
-FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}(\.[A-Za-z0-9]{1,10}){0,2}$")
 SUBMISSION_ID = re.compile(r"^[0-9a-f]{24}$")
-FILE_CAP = 32 << 20  # the largest artifact served
 
 
 class ApiError(Exception):
@@ -233,41 +229,3 @@ class Changes:
             entry[1] -= 1
             if entry[1] == 0 and self._waiting.get(key) is entry:
                 del self._waiting[key]
-
-
-def read_regular_file(folder: Path, name: str, cap: int = FILE_CAP) -> bytes | None:
-    """The bytes of ``folder/name`` if it is a regular file (never through a link), else None."""
-    if not FILE_NAME.match(name):
-        return None
-    try:
-        dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
-    except OSError:
-        return None
-    finally:
-        os.close(dfd)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(cap + 1)
-        return data if len(data) <= cap else None
-    finally:
-        os.close(fd)
-
-
-def list_regular_files(folder: Path) -> list[tuple[str, int]]:
-    """(name, size) of the regular files in ``folder`` with acceptable names, sorted."""
-    out = []
-    try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except OSError:
-        return []
-    for e in entries:
-        if FILE_NAME.match(e.name) and e.is_file(follow_symlinks=False):
-            out.append((e.name, e.stat(follow_symlinks=False).st_size))
-    return out
