@@ -8,7 +8,6 @@ under a handle until the judge releases it.
 
 from __future__ import annotations
 
-import math
 import resource
 import socket
 import sys
@@ -58,18 +57,19 @@ class Session:
         try:
             code = compile(source, SUBMISSION_FILE, "exec", dont_inherit=True)
         except SyntaxError as e:
+            line = e.lineno if type(e.lineno) is int and e.lineno >= 0 else None
             self.reply({"ok": False, "kind": "syntax_error",
-                        "message": f"line {e.lineno}: {e.msg}", "line": e.lineno})
+                        "message": f"line {e.lineno}: {e.msg}"[:wire.MESSAGE_MAX], "line": line})
             return
         except ValueError as e:  # e.g. NUL bytes in the source
-            self.reply({"ok": False, "kind": "syntax_error", "message": str(e)})
+            self.reply({"ok": False, "kind": "syntax_error", "message": _message(e)})
             return
         sys.modules["submission"] = mod
         try:
             exec(code, mod.__dict__)
         except BaseException as e:  # noqa: BLE001 - import-time code of any kind
             self.reply({"ok": False, "kind": "import_error",
-                        "message": f"{type(e).__name__}: {_message(e)}{_where(e)}"})
+                        "message": f"{_type_name(e)}: {_message(e)}{_where(e)}"})
             return
         self.module = mod
         missing = [n for n in h.get("functions", []) if not callable(getattr(mod, n, None))]
@@ -85,7 +85,7 @@ class Session:
             return header, _encode_values(header, values)
         except wire.WireError as e:
             return {"ok": False, "exc": {"type": "TypeError", "message": f"the result cannot be "
-                                         f"returned to the judge: {e}"}}, []
+                                         f"returned to the judge: {e}"[:wire.MESSAGE_MAX]}}, []
         except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt included
             return _exception_item(e), []
 
@@ -105,8 +105,11 @@ class Session:
         mutated = watch.mutated()
         outs = [t for t in wire.tensors_in(out) if t.requires_grad]
         handle = 0
-        inputs = [t for t in flat if t.requires_grad]
+        inputs = [t for t, m in zip(flat, watch.marks) if m[3]]  # as the judge sent them
         values = {"result": out, "mutated": mutated} if mutated else {"result": out}
+        flipped = watch.flipped()
+        if flipped:  # requires_grad set or cleared on an input: the judge reports it
+            values["flipped"] = flipped
         if outs and inputs:
             handle = self.next_handle
             self.next_handle += 1
@@ -156,7 +159,7 @@ class Session:
                 if self.module is None:
                     self.reply({"ok": False, "exc": {"type": "RuntimeError", "message": "not loaded"}})
                     continue
-                msg = wire.Message(header, payload)
+                msg = wire.Message(header, payload, strides=True)  # the test's layouts
                 (self.call if op == "call" else self.backward)(header, msg)
             else:
                 self.reply({"ok": False, "exc": {"type": "RuntimeError", "message": f"bad op {op!r}"}})
@@ -236,28 +239,34 @@ class _Watch:
 
     Every non-empty input is a view of the request's payload, so a snapshot of the payload shows
     any write through any alias; their (address, shape, strides) show a resize_, set_ or in-place
-    transpose. Only when something changed are the inputs compared one by one.
+    transpose. Only when something changed are the inputs compared one by one (each over the
+    span of memory its strides cover). Their requires_grad flags are kept too: a submission
+    that sets or clears one (``requires_grad_``) is reported by ``flipped``.
     """
 
     def __init__(self, flat: list[torch.Tensor], msg: wire.Message):
         self.flat, self.msg = flat, msg
         self.before = bytes(msg.payload)
-        self.marks = [(t.data_ptr(), t.shape, t.stride()) for t in flat]
+        self.marks = [(t.data_ptr(), t.shape, t.stride(), t.requires_grad) for t in flat]
 
     def mutated(self) -> dict[str, torch.Tensor]:
         if self.msg.payload == self.before and all(
-                (t.data_ptr(), t.shape, t.stride()) == m for t, m in zip(self.flat, self.marks)):
+                (t.data_ptr(), t.shape, t.stride()) == m[:3] for t, m in zip(self.flat, self.marks)):
             return {}
         base, payload = self.msg.base_address(), self.msg.payload
         out = {}
         for i, (t, m) in enumerate(zip(self.flat, self.marks)):
             a = m[0] - base
-            n = math.prod(m[1]) * t.element_size()
-            if (t.data_ptr(), t.shape, t.stride()) != m or \
+            n = wire.span(m[1], m[2]) * t.element_size()
+            if (t.data_ptr(), t.shape, t.stride()) != m[:3] or \
                     (n and 0 <= a and payload[a:a + n] != self.before[a:a + n]):
                 with torch._C.DisableTorchFunctionSubclass():
                     out[str(i)] = torch.Tensor.detach(t)
         return out
+
+    def flipped(self) -> list[int]:
+        """The inputs whose requires_grad the call changed, by position."""
+        return [i for i, (t, m) in enumerate(zip(self.flat, self.marks)) if t.requires_grad != m[3]]
 
 
 def _encode_values(header: dict, values: dict[str, Any]) -> list:
@@ -270,16 +279,26 @@ def _encode_values(header: dict, values: dict[str, Any]) -> list:
 
 def _exception_item(e: BaseException) -> dict:
     kind = None
-    if isinstance(e, MemoryError) or (isinstance(e, RuntimeError) and "alloc" in str(e).lower()
-                                      and "memory" in str(e).lower()):
+    message = _message(e)
+    if isinstance(e, MemoryError) or (isinstance(e, RuntimeError) and "alloc" in message.lower()
+                                      and "memory" in message.lower()):
         kind = "memory_limit"
-    return {"ok": False, "exc": {"type": type(e).__name__, "message": _message(e),
+    return {"ok": False, "exc": {"type": _type_name(e), "message": message,
                                  "where": _where(e), "kind": kind}}
+
+
+def _type_name(e: BaseException) -> str:
+    """The exception type's name as the judge accepts it: an identifier of at most
+    ``wire.NAME_MAX`` characters (a class may be given any name; other characters become _)."""
+    name = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_"
+                   for c in type(e).__name__[:wire.NAME_MAX])
+    return name if name and not name[0].isdigit() else f"E{name}"[:wire.NAME_MAX]
 
 
 def _message(e: BaseException) -> str:
     try:
-        return str(e)[:2000]
+        text = str(e)
+        return text[:wire.MESSAGE_MAX] if type(text) is str else "<unprintable message>"
     except BaseException:  # noqa: BLE001
         return "<unprintable message>"
 
@@ -297,6 +316,6 @@ def _where(e: BaseException) -> str:
             tb = tb.tb_next
         if last is None:
             return ""
-        return f" (submission.py, line {last.tb_lineno}, in {last.tb_frame.f_code.co_name})"
+        return f" (submission.py, line {last.tb_lineno}, in {last.tb_frame.f_code.co_name})"[:wire.WHERE_MAX]
     except BaseException:  # noqa: BLE001
         return ""

@@ -236,20 +236,24 @@ def type_name(x: Any) -> str:
     return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
-def encode(value: Any, blobs: list[bytes], *, tensors: list[torch.Tensor] | None = None) -> Any:
+def encode(value: Any, blobs: list[bytes], *, tensors: list[torch.Tensor] | None = None,
+           strides: bool = False) -> Any:
     """Encode a value tree; each tensor appends its bytes and their padding to ``blobs`` (and
-    itself to ``tensors`` when given: the tensors that cross, in the order the peer decodes them)."""
-    return _encode(value, blobs, 0, tensors)
+    itself to ``tensors`` when given: the tensors that cross, in the order the peer decodes them).
+    ``strides``: a non-contiguous tensor (transposed, expanded, sliced) crosses with its strides
+    and the span of memory they cover, so the peer gets the same layout (the judge's calls);
+    otherwise as contiguous values (the child's answers)."""
+    return _encode(value, blobs, 0, tensors, strides)
 
 
-def _encode(value: Any, blobs: list, depth: int, tensors: list | None) -> Any:
+def _encode(value: Any, blobs: list, depth: int, tensors: list | None, strides: bool = False) -> Any:
     if depth > MAX_DEPTH:
         raise WireError("value nested too deeply")
     t = type(value)
     if t is torch.Tensor or isinstance(value, torch.Tensor):
         if tensors is not None:
             tensors.append(value)
-        return _encode_tensor(value, blobs)
+        return _encode_tensor(value, blobs, strides)
     if value is None or t is bool or t is str:  # exactly these: no subclasses
         return value
     if t is int:  # beyond 64 bits as digits: orjson reads such a literal as a float
@@ -257,11 +261,11 @@ def _encode(value: Any, blobs: list, depth: int, tensors: list | None) -> Any:
     if t is float:
         return {"f": value if math.isfinite(value) else repr(value)}
     if t is list:
-        return {"L": [_encode(v, blobs, depth + 1, tensors) for v in value]}
+        return {"L": [_encode(v, blobs, depth + 1, tensors, strides) for v in value]}
     if t is tuple:
-        return {"U": [_encode(v, blobs, depth + 1, tensors) for v in value]}
+        return {"U": [_encode(v, blobs, depth + 1, tensors, strides) for v in value]}
     if t is dict and all(type(k) is str for k in value):
-        return {"D": [[k, _encode(v, blobs, depth + 1, tensors)] for k, v in value.items()]}
+        return {"D": [[k, _encode(v, blobs, depth + 1, tensors, strides)] for k, v in value.items()]}
     return {"O": type_name(value), "r": _safe_repr(value)}
 
 
@@ -299,7 +303,20 @@ _ITEMSIZE = {name: torch.empty((), dtype=dt).element_size() for name, dt in DTYP
 _PAD = [b"\0" * k for k in range(ALIGN)]
 
 
-def _encode_tensor(t: torch.Tensor, blobs: list) -> dict:
+# A strided tensor crosses as the span of memory its strides cover when that span is at most this
+# many times its values (plus a little): a transpose or an expansion costs nothing extra, a
+# sparse slice of a large tensor is sent as contiguous values instead.
+STRIDED_SPAN_FACTOR = 4
+
+
+def span(shape: Any, stride: Any) -> int:
+    """Elements of memory a layout covers, from its first element to its last (0 when empty)."""
+    if any(d == 0 for d in shape):
+        return 0
+    return 1 + sum((d - 1) * s for d, s in zip(shape, stride))
+
+
+def _encode_tensor(t: torch.Tensor, blobs: list, strides: bool = False) -> dict:
     if type(t) is torch.Tensor:
         plain = t.detach() if t.requires_grad else t  # numpy() refuses a tensor that requires grad
         sub = None
@@ -310,14 +327,21 @@ def _encode_tensor(t: torch.Tensor, blobs: list) -> dict:
     name = _DTYPE_NAMES.get(plain.dtype)
     if name is None:
         raise WireError(f"unsupported tensor dtype {plain.dtype}")
-    if not plain.is_cpu or not plain.is_contiguous():
-        plain = plain.cpu().contiguous()
     node = {"T": len(blobs) // 2, "dtype": name, "shape": list(plain.shape)}
+    numel = plain.numel()
+    if not plain.is_cpu or not plain.is_contiguous():
+        layout = plain.stride()
+        covered = span(plain.shape, layout) if strides and plain.is_cpu else -1
+        if 0 < covered <= STRIDED_SPAN_FACTOR * numel + 64:
+            node["st"] = list(layout)  # the peer views the span with these strides
+            plain, numel = plain.as_strided((covered,), (1,)), covered
+        else:
+            plain = plain.cpu().contiguous()
     if t.requires_grad:
         node["rg"] = True  # requires_grad (absent: False)
     if sub:
         node["sub"] = sub
-    n = plain.numel() * _ITEMSIZE[name]
+    n = numel * _ITEMSIZE[name]
     if not n:
         raw = b""
     elif name == "bfloat16":  # numpy has no bfloat16: its bytes through a uint8 view
@@ -338,7 +362,19 @@ def tensor_nbytes(node: dict) -> int:
         if type(s) is not int or not 0 <= s <= MAX_PAYLOAD:
             raise WireError("bad tensor node")
         n *= s
+    if "st" in node:  # strided: the bytes are the span its strides cover
+        return _strided_nbytes(node, n)
     return n
+
+
+def _strided_nbytes(node: dict, nbytes: int) -> int:
+    """A strided node's byte count: the span of its strides (one per dimension, each a
+    non-negative int), which the tensor's own bytes must hold exactly."""
+    shape, st = node["shape"], node["st"]
+    if type(st) is not list or len(st) != len(shape) or not 0 < nbytes <= MAX_PAYLOAD or \
+            any(type(s) is not int or not 0 <= s <= MAX_PAYLOAD for s in st):
+        raise WireError("bad tensor strides")
+    return span(shape, st) * _ITEMSIZE[node["dtype"]]
 
 
 class Message:
@@ -348,9 +384,10 @@ class Message:
     ALIGN); a tensor node ``{"T": i, "dtype", "shape"}`` is checked against its count when it
     is decoded."""
 
-    def __init__(self, header: dict, payload: bytearray):
+    def __init__(self, header: dict, payload: bytearray, *, strides: bool = False):
         self.header = header
         self.payload = payload
+        self.strides = strides  # strided tensor nodes accepted (the child's view of a call)
         nb = header.get("nb", [])
         if type(nb) is not list or len(nb) > MAX_NODES:
             raise WireError("bad tensor table")
@@ -386,12 +423,21 @@ class Message:
         if n == 0:
             return torch.empty(shape, dtype=DTYPES[name])
         # A view of this message's own payload (aligned): no copy; the payload lives as long
-        # as any tensor made from it.
+        # as any tensor made from it. A strided node views its own span (checked to hold it).
+        st = node.get("st")
+        if st is not None and not self.strides:
+            raise WireError("a strided tensor where only contiguous ones are accepted")
         np_dtype = _NUMPY.get(name)
         if np_dtype is not None:
-            return torch.from_numpy(numpy.ndarray(shape, np_dtype, self.payload, self._starts[i]))
+            if st is None:
+                return torch.from_numpy(numpy.ndarray(shape, np_dtype, self.payload, self._starts[i]))
+            size = np_dtype.itemsize
+            return torch.from_numpy(numpy.ndarray(shape, np_dtype, self.payload, self._starts[i],
+                                                  strides=[s * size for s in st]))
         t = torch.frombuffer(self.payload, dtype=DTYPES[name], count=n // _ITEMSIZE[name],
                              offset=self._starts[i])
+        if st is not None:
+            return t.as_strided(shape, st)
         return t if len(shape) == 1 else t.view(shape)
 
 

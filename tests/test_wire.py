@@ -243,3 +243,52 @@ def test_a_large_payload_that_stops_midway_times_out_at_the_deadline():
     with pytest.raises(TimeoutError):
         wire.Reader(b).recv(deadline=t + 0.05)
     assert time.monotonic() - t >= 0.04
+
+
+def strided_roundtrip(value, strides=True):
+    """What the child decodes from a call the judge encoded ``strides=True``; and the bytes sent."""
+    blobs = []
+    tree = wire.encode(value, blobs, strides=strides)
+    header, payload = wire.unframe(wire.frame({"v": tree}, blobs))
+    return wire.Message(header, payload, strides=True).value(header["v"]), len(payload)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_non_contiguous_tensors_cross_with_their_strides(dtype):
+    base = (torch.arange(24).reshape(4, 6) % 5).to(dtype)
+    row = (torch.arange(6) % 2).to(dtype)
+    views = {"transposed": base.t(), "sliced": base[1:3, 1:5], "stepped": base[::2, ::3],
+             "expanded": row.expand(5, 6), "broadcast column": base[:, :1].expand(4, 3),
+             "3-d permuted": base.reshape(2, 3, 4).permute(2, 0, 1)}
+    for what, view in views.items():
+        (got,), _ = strided_roundtrip([view])
+        assert got.stride() == view.stride(), what
+        assert got.is_contiguous() == view.is_contiguous() and torch.equal(got, view), what
+
+
+def test_a_strided_tensor_sends_the_memory_it_covers_not_its_expansion():
+    row = torch.arange(8, dtype=torch.float64)
+    (got,), nbytes = strided_roundtrip([row.expand(1000, 8)])
+    assert got.shape == (1000, 8) and got.stride() == (0, 1) and nbytes == 8 * 8
+    (dense,), nbytes = strided_roundtrip([row.expand(1000, 8)], strides=False)  # the child's answers
+    assert dense.is_contiguous() and nbytes == 1000 * 8 * 8
+    sparse = torch.zeros(1000, 1000)[::100, ::100]  # its span is 10^4 times its values: compacted
+    (got,), nbytes = strided_roundtrip([sparse])
+    assert got.is_contiguous() and nbytes == 100 * 4 and torch.equal(got, sparse)
+
+
+def test_strided_nodes_are_refused_unless_accepted_and_checked_against_their_bytes():
+    blobs = []
+    tree = wire.encode([torch.arange(6.0).reshape(2, 3).t()], blobs, strides=True)
+    header, payload = wire.unframe(wire.frame({"v": tree}, blobs))
+    with pytest.raises(wire.WireError, match="strided"):  # the judge reads the child's answers so
+        wire.Message(header, payload).value(header["v"])
+    node = header["v"]["L"][0]
+    for bad in ([1], [1, "3"], [1, -3], [1, 4], [0, 0], [1, 2 ** 40]):  # wrong rank, type, sign, span
+        forged = {**node, "st": bad}
+        with pytest.raises(wire.WireError):
+            wire.Message(header, payload, strides=True).value({"L": [forged]})
+    # a huge expansion of one element: refused, though it would fit the bytes
+    one = {"T": 0, "dtype": "float64", "shape": [1 << 20, 1 << 20], "st": [0, 0]}
+    with pytest.raises(wire.WireError):
+        wire.Message({"nb": [8]}, bytearray(8), strides=True).value(one)
