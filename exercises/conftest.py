@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from judge.exercise import load_exercise, load_module
+from judge.readonly import InProcess
 from judge.testing import Context
 
 
@@ -41,11 +42,20 @@ def experiment(request):
 
 @pytest.fixture
 def sub(request):
+    """The implementation, with its read-only inputs kept pristine (judge.readonly): a write into
+    one fails the test that made the call, as under the judge."""
     impl = request.config.getoption("--impl")
+    ex = _exercise(request)
     if impl is None:
-        return _exercise(request).ref
-    path = Path(impl).resolve()
-    return load_module(path, f"_judge_impl_{abs(hash(str(path)))}")
+        module = ex.ref
+    else:
+        path = Path(impl).resolve()
+        module = load_module(path, f"_judge_impl_{abs(hash(str(path)))}")
+    guarded = InProcess(module, ex.functions)
+    yield guarded
+    writes = guarded.__judge_violations__()
+    if writes:
+        pytest.fail(writes[0], pytrace=False)
 
 
 @pytest.fixture

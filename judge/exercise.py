@@ -41,6 +41,8 @@ class Function:
     name: str  # the function the learner implements
     signature: str  # as shown to the learner, e.g. "f(x, mask) -> Tensor[B]"
     returns: str = "tensor"  # the declared return kind; the proxy rejects anything else
+    # the parameters the function may write in place (all others are read-only: judge.readonly)
+    writes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,9 @@ class Limits:
     total_seconds: float = 60.0  # wall-clock limit for the whole grading
     cpu_seconds: int = 60  # CPU time of the sandboxed process
     memory_mb: int = 1024  # extra memory over the zygote's baseline
+    metrics_bytes: int = 1 << 20  # T3: the experiment's metrics, as JSON, at most (checked before any copy)
+    artifact_bytes: int = 1 << 20  # T3: each file the plots write (metrics.json, each SVG), at most
+    plot_seconds: float = 5.0  # T3: drawing the plots of one grading, at most (then a placeholder figure)
 
 
 @dataclass(frozen=True)
@@ -169,7 +174,8 @@ def load_exercise(folder: Path) -> Exercise:
     if slug != folder.name or not _SLUG.match(slug):
         raise ExerciseError(f"{toml_path}: slug {slug!r} must equal the folder name and match {_SLUG.pattern}")
     try:
-        functions = [Function(f["name"], f["signature"], f.get("returns", "tensor"))
+        functions = [Function(f["name"], f["signature"], f.get("returns", "tensor"),
+                              tuple(str(w) for w in f.get("writes", ())))
                      for f in data["functions"]]
         limits = Limits(**data.get("limits", {}))
         ex = Exercise(

@@ -3,9 +3,10 @@
 ``proxy.f(*args, **kwargs)`` sends tensors and plain values to the child and returns what the
 submission returned, as fresh plain tensors. Autograd crosses the boundary: inputs that require
 grad become leaves in the child, and an output's ``backward()`` asks the child for the gradients
-(``_Bridge``). In-place mutation of inputs is copied back. Exceptions come back as the same
-built-in type; anything that means the process could not run (time, memory, exit) is a
-``SubmissionFailure``, which tests cannot catch.
+(``_Bridge``). The test's tensors are never written: an in-place change the child reports fails
+the call (``judge.readonly``), unless the exercise declares that input written. Exceptions come
+back as the same built-in type; anything that means the process could not run (time, memory,
+exit) is a ``SubmissionFailure``, which tests cannot catch.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch
 from judge.errors import RemoteException, SubmissionFailure
 from judge.exercise import Function
 from judge.box.job import Job
+from judge import readonly
 from judge.testing import Feedback, Pending, type_name
 from sandbox import wire
 
@@ -106,9 +108,11 @@ class _Encoded:
     def __init__(self, proxy: "SubmissionProxy", fn: str, args: tuple, kwargs: dict, blobs: list):
         proxy.calls += 1
         self.proxy, self.fn = proxy, fn
+        self.args, self.kwargs = args, kwargs  # to name an input the call wrote into
         self.host_in: list[torch.Tensor] = []  # the tensors that cross, in the child's order
-        self.header = {"fn": fn, "args": wire.encode(list(args), blobs, tensors=self.host_in),
-                       "kwargs": wire.encode(dict(kwargs), blobs, tensors=self.host_in)}
+        # with their strides: a transposed, expanded or sliced view reaches the child as one
+        self.header = {"fn": fn, "args": wire.encode(list(args), blobs, tensors=self.host_in, strides=True),
+                       "kwargs": wire.encode(dict(kwargs), blobs, tensors=self.host_in, strides=True)}
         self.flags = [t.requires_grad and t.is_floating_point() for t in self.host_in]
         self.header["grad"] = self.flags
         self.grad_mode = torch.is_grad_enabled()  # the test's, when it made the call
@@ -117,7 +121,8 @@ class _Encoded:
         proxy, fn, h = self.proxy, self.fn, msg.header
         if not h.get("ok"):
             proxy._raise(fn, h.get("exc") or {})
-        proxy._copy_back(self.host_in, msg)
+        if "mutated" in h or "flipped" in h:
+            proxy._check_inputs(self, msg)
         result_tree = h.get("result")
         outs: list[torch.Tensor] = []
         result = proxy._decode(msg, result_tree, outs)
@@ -224,6 +229,8 @@ class SubmissionProxy:
         self._functions = {f.name: f for f in functions}
         self._in_flight: _Batch | None = None  # a batch sent, its reply not read yet
         self.calls = 0  # how many calls the tests made (for the timings report)
+        self.violations = readonly.Recorder()  # inputs written or flipped, for the runner
+        self._names: dict[str, list[str]] = {}  # each function's parameter names
         self.round_trips = 0  # how many requests they took (a batch is one)
 
     def __getattr__(self, name: str):
@@ -279,22 +286,50 @@ class SubmissionProxy:
             raise Feedback(f"{fn} must return a plain torch.Tensor, but it returned the Tensor "
                            f"subclass {nodes[0]['sub']}")
 
-    def _copy_back(self, host_in: list[torch.Tensor], msg: wire.Message) -> None:
-        tree = msg.header.get("mutated")
-        if not tree:
-            return
-        mutated = self._decode(msg, tree)
-        if not isinstance(mutated, dict):
-            return
+    def _check_inputs(self, call: "_Encoded", msg: wire.Message) -> None:
+        """The child changed inputs in place (values, layout) or flipped their requires_grad:
+        the test's own tensors are untouched (they are what the test sent: its expectations
+        come from them). A write into an input the exercise declares written (``writes``) is
+        copied back; anything else fails the call, naming the input and the positions."""
+        host_in, h = call.host_in, msg.header
+        mutated = self._decode(msg, h["mutated"]) if h.get("mutated") else {}
+        flipped = self._decode(msg, h["flipped"]) if h.get("flipped") else []
+        if not isinstance(mutated, dict) or type(flipped) is not list:
+            raise self._malformed("a malformed report of changed inputs")
+        fn = self._functions[call.fn]
+        names = readonly.labels(call.args, call.kwargs, self._params(fn))
+        problems = []
         for key, new in mutated.items():
             i = int(key) if key.isdigit() else -1
-            if 0 <= i < len(host_in) and isinstance(new, torch.Tensor):
-                t = host_in[i]
+            if not (0 <= i < len(host_in) and isinstance(new, torch.Tensor)):
+                raise self._malformed("a malformed report of changed inputs")
+            t, label = host_in[i], names[i] if i < len(names) else f"input {i + 1}"
+            if readonly.top(label) in fn.writes and new.shape == t.shape and new.dtype == t.dtype:
                 with torch.no_grad():
-                    if new.shape == t.shape and new.dtype == t.dtype:
-                        t.copy_(new)
-                    else:  # resized or retyped in place: make the damage visible to the test
-                        t.fill_(float("nan") if t.is_floating_point() else 0)
+                    t.copy_(new)  # a declared output buffer: the test reads what was written
+            else:
+                problems.append((label, readonly.changes(t, new)))
+        for i in flipped:
+            if type(i) is not int or not 0 <= i < len(host_in):
+                raise self._malformed("a malformed report of changed inputs")
+            problems.append(readonly.flip(names[i] if i < len(names) else f"input {i + 1}",
+                                          host_in[i].requires_grad and host_in[i].is_floating_point()))
+        if problems:
+            raise self.violations.report(readonly.violation(call.fn, problems))
+
+    def _params(self, fn: Function) -> list[str]:
+        names = self._names.get(fn.name)
+        if names is None:
+            names = self._names[fn.name] = readonly.param_names(fn.signature)
+        return names
+
+    def _malformed(self, what: str) -> SubmissionFailure:
+        self._job.kill()
+        return SubmissionFailure("runtime_error", f"the submission's process sent {what}")
+
+    def __judge_violations__(self) -> list[str]:
+        """The read-only violations seen since last asked (the runner fails the test with them)."""
+        return self.violations.take()
 
     def _backward(self, state: _State, grads: list[torch.Tensor]) -> list[torch.Tensor | None]:
         self.settle()

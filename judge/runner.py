@@ -8,7 +8,6 @@ could not complete, logged with its traceback and shown to the learner without i
 
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 import logging
@@ -17,8 +16,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from judge.errors import ExerciseError, RemoteException, SubmissionFailure
-from judge.exercise import Exercise, load_module
+from judge.exercise import Exercise, Limits, load_module
 from judge.models import TestResult, TierResult
+from judge.readonly import InProcess
+from judge.svgplot import time_budget
 from judge.testing import Context, Feedback, is_visible
 
 log = logging.getLogger("judge.runner")
@@ -61,41 +62,103 @@ class DeferredPlots:
     ``run(impl, out_dir)`` runs the toy through the submission without drawing, and records the
     metrics; the judge draws them with the module's ``plot(metrics, out_dir)`` once the verdict
     is out, so the learner does not wait for the drawing. Modules without ``plot`` draw at once.
+    The metrics are measured before they are kept (``bounded_copy``): over the exercise's
+    ``metrics_bytes`` they fail the test, and nothing of them is copied or drawn.
     """
 
-    def __init__(self, module: Any, ctx: Context):
-        self._module, self._ctx = module, ctx
+    def __init__(self, module: Any, ctx: Context, limits: Limits = Limits()):
+        self._module, self._ctx, self._limits = module, ctx, limits
 
     def run(self, impl: Any, out_dir: Any = None, *args: Any, **kwargs: Any) -> Any:
         plot = getattr(self._module, "plot", None)
         if out_dir is None or plot is None:
-            return self._module.run(impl, out_dir, *args, **kwargs)
+            metrics = self._module.run(impl, out_dir, *args, **kwargs)
+            bounded_copy(metrics, self._limits.metrics_bytes)
+            return metrics
         metrics = self._module.run(impl, None, *args, **kwargs)
-        self._ctx.pending_plots.append((plot, copy.deepcopy(metrics), out_dir))
+        kept = bounded_copy(metrics, self._limits.metrics_bytes)
+        self._ctx.pending_plots.append((plot, kept, out_dir, self._limits))
         return metrics
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._module, name)
 
 
+def bounded_copy(value: Any, limit: int) -> Any:
+    """A copy of a metrics tree (dicts, lists, tuples, numbers, strings) whose JSON would take at
+    most ``limit`` bytes; a larger one is ``Feedback``, found before more than ``limit`` bytes'
+    worth of it is walked (the copy a wrong answer's shape would make costs nothing)."""
+    left = [limit]
+
+    def spend(n: int) -> None:
+        left[0] -= n
+        if left[0] < 0:
+            raise Feedback(f"the experiment's metrics are larger than the {limit:,}-byte limit: a value "
+                           f"your functions returned is much larger than the toy's (check the shapes "
+                           f"they return)")
+
+    def go(v: Any) -> Any:
+        t = type(v)
+        if t is float or t is int:
+            spend(24)
+            return v
+        if v is None or t is bool:
+            spend(5)
+            return v
+        if t is str:
+            spend(len(v) + 2)
+            return v
+        if t is list or t is tuple:
+            spend(2 + len(v))
+            out = [go(x) for x in v]
+            return out if t is list else tuple(out)
+        if t is dict:
+            spend(2 + len(v))
+            return {go(k): go(x) for k, x in v.items()}
+        spend(64)  # anything else (the experiment's own objects): kept as it is
+        return v
+
+    return go(value)
+
+
 def draw_pending(ctx: Context) -> list[str]:
-    """Draw what T3 recorded; returns problems (a wrong submission's metrics may not plot)."""
+    """Draw what T3 recorded, within the exercise's ``plot_seconds``; returns problems (a wrong
+    submission's metrics may not plot). A file the drawing wrote that is over the exercise's
+    ``artifact_bytes`` is removed, and said so."""
     problems = []
-    for plot, metrics, out_dir in ctx.pending_plots:
-        try:
-            plot(metrics, out_dir)
-        except Exception as e:  # noqa: BLE001 - a plot is a nicety; the verdict stands
-            log.warning("could not draw the plots of %s: %s", ctx.exercise, e)
-            problems.append(f"the plots could not be drawn from your metrics: {type(e).__name__}: {e}")
+    if not ctx.pending_plots:
+        return problems
+    with time_budget(min(lim.plot_seconds for *_, lim in ctx.pending_plots)):
+        for plot, metrics, out_dir, limits in ctx.pending_plots:
+            try:
+                plot(metrics, out_dir)
+            except Exception as e:  # noqa: BLE001 - a plot is a nicety; the verdict stands
+                log.warning("could not draw the plots of %s: %s", ctx.exercise, e)
+                problems.append(f"the plots could not be drawn from your metrics: {type(e).__name__}: {e}")
+            problems += cap_artifacts(Path(out_dir), limits.artifact_bytes)
     ctx.pending_plots.clear()
     return problems
+
+
+def cap_artifacts(out_dir: Path, limit: int) -> list[str]:
+    """Remove the files in ``out_dir`` over ``limit`` bytes; returns what was removed, and why."""
+    removed = []
+    for name, path in artifacts_in(out_dir):
+        size = path.stat().st_size
+        if size > limit:
+            path.unlink()
+            removed.append(f"{name} was not kept: {size:,} bytes, over the {limit:,}-byte limit "
+                           f"for one artifact")
+    return removed
 
 
 def run_tiers(exercise: Exercise, sub: Any, ctx: Context, *, tiers: list[str],
               on_test: Callable[[str, TestResult], None] | None = None) -> tuple[list[TierResult], SubmissionFailure | None]:
     """Run the selected tiers; returns the results and the failure that stopped them, if any."""
+    if not hasattr(sub, "__judge_violations__"):  # in-process: its inputs are kept pristine too
+        sub = InProcess(sub, exercise.functions)
     available = {"sub": sub, "ctx": ctx, "ref": exercise.ref, "oracle": exercise.oracle,
-                 "experiment": DeferredPlots(exercise.experiment, ctx)}
+                 "experiment": DeferredPlots(exercise.experiment, ctx, exercise.limits)}
     hide_messages = ctx.mode == "submit" and exercise.hidden_feedback == "name"
     results: list[TierResult] = []
     stopped: SubmissionFailure | None = None
@@ -118,6 +181,9 @@ def run_tiers(exercise: Exercise, sub: Any, ctx: Context, *, tiers: list[str],
             status, message = "passed", ""
             try:
                 fn(**_fixtures(fn, available))
+                settle = getattr(type(sub), "settle", None)
+                if settle is not None:  # answers it left unread are its own: so are their writes
+                    settle(sub)
             except SubmissionFailure as e:
                 stopped, status, message = e, "failed", e.message
             except RemoteException as e:
@@ -129,6 +195,10 @@ def run_tiers(exercise: Exercise, sub: Any, ctx: Context, *, tiers: list[str],
             except Exception as e:  # noqa: BLE001 - the test could not complete
                 log.exception("test %s of %s could not complete", name, exercise.slug)
                 status, message = "error", f"the test could not complete: {type(e).__name__}: {e}"
+            writes = sub.__judge_violations__()
+            if writes and stopped is None:  # a read-only input written, even if the test went on
+                status, message = "failed", writes[0] + (f"\n  ({len(writes) - 1} more calls of this "
+                                                         f"test wrote into their inputs)" if len(writes) > 1 else "")
             if status != "passed" and hide_messages and not visible and stopped is None:
                 message = "a hidden test failed"
             result = TestResult(name=name, status=status, message=message[:4000], visible=visible,

@@ -56,10 +56,17 @@ class Context:
 
     def once(self, key: Any, compute: Callable[[], Any]) -> Any:
         """``compute()``, computed once in this run: e.g. the submission's T3 metrics, which every
-        T3 test of the run reads (one run of the toy per grading, not one per test)."""
+        T3 test of the run reads (one run of the toy per grading, not one per test). When it
+        raises, every later test asking for it gets the same exception (no second run)."""
         if key not in self._memo:
-            self._memo[key] = compute()
-        return self._memo[key]
+            try:
+                self._memo[key] = (compute(), None)
+            except Exception as e:  # noqa: BLE001 - raised again to each test that asks
+                self._memo[key] = (None, e)
+        value, error = self._memo[key]
+        if error is not None:
+            raise error
+        return value
 
     def generator(self, salt: int = 0) -> torch.Generator:
         """A CPU generator seeded from the run's seed and ``salt`` (one per test keeps tests independent)."""

@@ -65,10 +65,24 @@ def resize(x):                       # same bytes, other shape
 def second_only(x, y):
     y.mul_(2)
     return x.sum()
+
+def fill(buf, value):                # declared as writing `buf` (exercise.toml: writes)
+    buf.fill_(value)
+    return buf.sum()
+
+def layout(x):                       # what the child received: strides and contiguity
+    return torch.tensor(list(x.stride()) + [int(x.is_contiguous())])
+
+def unflag(x, y):                    # flips requires_grad on both inputs
+    x.requires_grad_(False)
+    y.requires_grad_(True)
+    return (x * 2).detach()
 '''
 NAMES = ["scale_sum", "double", "frozen", "detached", "own_leaf", "mutate", "raise_value_error",
          "as_float", "as_numpy", "as_subclass", "pair", "exits", "mutate_view", "resize",
-         "second_only"]
+         "second_only", "fill", "layout", "unflag"]
+SIGNATURES = {"mutate": "mutate(x) -> Tensor", "second_only": "second_only(x, y) -> Tensor",
+              "fill": "fill(buf, value) -> Tensor", "unflag": "unflag(x, y) -> Tensor"}
 
 
 @pytest.fixture
@@ -77,7 +91,8 @@ def sub(sandbox):
     msg = job.request({"op": "load", "source": SOURCE, "functions": NAMES}, during="load")
     assert msg.header["ok"] and not msg.header["missing"]
     returns = {"pair": "any"}
-    yield SubmissionProxy(job, [Function(n, n, returns.get(n, "tensor")) for n in NAMES])
+    yield SubmissionProxy(job, [Function(n, SIGNATURES.get(n, n), returns.get(n, "tensor"),
+                                         ("buf",) if n == "fill" else ()) for n in NAMES])
     job.close()
 
 
@@ -117,22 +132,51 @@ def test_a_detached_result_comes_back_detached(sub):
     assert x.grad is None
 
 
-def test_in_place_mutation_is_copied_back(sub):
+def test_a_write_into_a_read_only_input_fails_the_call_and_leaves_it_pristine(sub):
     x = torch.zeros(3)
-    sub.mutate(x)
-    assert x.tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(Feedback, match=r"mutate modified its input\(s\) in place:\n  `x` written at 3 of 3 "
+                                       r"positions: 0: 0 -> 1, 1: 0 -> 1, 2: 0 -> 1"):
+        sub.mutate(x)
+    assert x.tolist() == [0.0, 0.0, 0.0]  # what the test sent: its expectations come from it
+    assert len(sub.violations.take()) == 1  # recorded for the runner, which fails the test
 
 
-def test_mutation_is_found_through_aliases_and_resizes(sub):
+def test_writes_are_found_through_aliases_and_resizes_and_named(sub):
     x = torch.zeros(2, 2)
-    sub.mutate_view(x)
-    assert x.tolist() == [[7.0, 0.0], [0.0, 0.0]]
+    with pytest.raises(Feedback, match=r"`argument 1` written at 1 of 4 positions: \(0, 0\): 0 -> 7"):
+        sub.mutate_view(x)
+    assert x.tolist() == [[0.0, 0.0], [0.0, 0.0]]
     y = torch.ones(3)
-    sub.resize(y)  # the shape changed in place: the damage is made visible to the test
-    assert torch.isnan(y).all()
+    with pytest.raises(Feedback, match="resized or retyped in place"):
+        sub.resize(y)
+    assert y.tolist() == [1.0, 1.0, 1.0]
     a, b = torch.ones(2), torch.ones(2)
-    sub.second_only(a, b)  # only the tensor that changed is copied back
-    assert a.tolist() == [1.0, 1.0] and b.tolist() == [2.0, 2.0]
+    with pytest.raises(Feedback, match="`y` written at 2 of 2") as e:
+        sub.second_only(a, b)  # only the input that changed is named
+    assert "`x`" not in str(e.value) and b.tolist() == [1.0, 1.0]
+
+
+def test_an_input_declared_written_is_copied_back(sub):
+    buf = torch.zeros(3)
+    assert sub.fill(buf, 2.0).item() == 6.0
+    assert buf.tolist() == [2.0, 2.0, 2.0] and not sub.violations.take()
+
+
+def test_flipping_requires_grad_of_an_input_is_reported(sub):
+    x, y = torch.ones(2, requires_grad=True), torch.ones(2)
+    with pytest.raises(Feedback) as e:
+        sub.unflag(x, y)
+    assert "`x` had its requires_grad flag changed from True to False" in str(e.value)
+    assert "`y` had its requires_grad flag changed from False to True" in str(e.value)
+    assert x.requires_grad and not y.requires_grad
+
+
+def test_non_contiguous_inputs_reach_the_child_with_their_strides(sub):
+    base = torch.arange(12.0).reshape(3, 4)
+    for view in (base.t(), base[:, 1:3], torch.ones(3, 1).expand(3, 4), base[::2]):
+        got = sub.layout(view).tolist()
+        assert got == list(view.stride()) + [int(view.is_contiguous())], view.stride()
+    assert sub.double(base.t()).tolist() == (base.t() * 2).tolist()  # values as the test sees them
 
 
 def test_a_batch_answers_like_direct_calls(sub):
@@ -145,7 +189,7 @@ def test_a_batch_answers_like_direct_calls(sub):
         twice = b.double(y)
         boom = b.raise_value_error(torch.ones(2))
         floaty = b.as_float(x)
-        mutated = b.mutate(z)
+        mutated = b.mutate(z)  # a read-only input written: its answer fails, z stays as sent
         total = b.pair(y)
     assert sub.calls == 6 and sub.round_trips == 1  # six calls sent, one wait for their answers
     assert loss.value.item() == 12.0 and sub.round_trips == 1
@@ -157,7 +201,9 @@ def test_a_batch_answers_like_direct_calls(sub):
         boom.value
     with pytest.raises(Feedback, match="Python float"):
         floaty.get()
-    assert mutated.value.item() == 3.0 and z.tolist() == [1.0, 1.0, 1.0]  # copied back
+    with pytest.raises(Feedback, match="`x` written at 3 of 3"):
+        mutated.value
+    assert z.tolist() == [0.0, 0.0, 0.0]
     assert total.value[1].tolist() == [2.0, 2.0]
 
 

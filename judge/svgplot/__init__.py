@@ -15,8 +15,9 @@ What it writes is deterministic (same calls, same bytes), well-formed and self-c
 stays text, no scripts or external references). Non-finite data never breaks a figure: a line
 breaks at a NaN, limits come from the finite data, a log axis drops non-positive values.
 ``save_figures`` draws each figure of an experiment and falls back to a figure saying what could
-not be drawn. Modules: ``figure`` (layout, document), ``axes`` (panels: calls, limits, ticks
-placed), ``marks`` (each mark as SVG, the legend), ``ticks`` (limits, tick values, labels), ``style``.
+not be drawn, also when the drawing runs past its ``time_budget``. Modules: ``figure`` (layout,
+document), ``axes`` (panels: calls, limits, ticks placed), ``marks`` (each mark as SVG, the
+legend), ``ticks`` (limits, tick values, labels), ``style``, ``budget`` (the drawing's deadline).
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from judge.svgplot.axes import Axes, Image
+from judge.svgplot.budget import BudgetExceeded, time_budget
 from judge.svgplot.figure import Figure
 
-__all__ = ["Axes", "Figure", "Image", "save_figures"]
+__all__ = ["Axes", "BudgetExceeded", "Figure", "Image", "save_figures", "time_budget"]
 
 
 def save_figures(out_dir, metrics: dict,

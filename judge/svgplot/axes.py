@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from judge.svgplot import style, ticks
+from judge.svgplot import budget
 from judge.svgplot.marks import DRAW, legend, text_el
 
 TICK_LEN, TICK_PAD, LABEL_PAD, TITLE_PAD = 3.5, 3.5, 4.0, 6.0
@@ -20,7 +21,9 @@ LW = 1.5
 
 def _floats(seq) -> list[float]:
     out = []
-    for v in seq if isinstance(seq, (list, tuple, range)) else list(seq):
+    for i, v in enumerate(seq if isinstance(seq, (list, tuple, range)) else list(seq)):
+        if not i % budget.EVERY:
+            budget.check()
         try:
             out.append(float(v))
         except (TypeError, ValueError):
@@ -294,6 +297,7 @@ class Axes:
         obstacles: list[tuple[float, float, float, float]] = []  # what a legend should not cover
         texts = []
         for z, kind, p in sorted(self._artists, key=lambda a: a[0]):
+            budget.check()
             if kind == "text":
                 texts.append(p)
                 continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from judge.svgplot import style
+from judge.svgplot import budget, style
 from judge.svgplot.style import esc
 
 _LIMIT = 1e5  # pixel coordinates are clamped here: a huge value must not print 300 digits
@@ -49,7 +49,9 @@ def text_el(x, y, s, fs, ha="left", va="baseline", color="#000", rotate=False) -
 
 def _line(p, fx, fy, box, obstacles):
     out, segs, cur, pts = [], [], [], []
-    for x, y in zip(p["x"], p["y"]):
+    for i, (x, y) in enumerate(zip(p["x"], p["y"])):
+        if not i % budget.EVERY:
+            budget.check()
         px, py = fx(x), fy(y)
         if px is None or py is None:
             if cur:
@@ -68,7 +70,9 @@ def _line(p, fx, fy, box, obstacles):
             out.append(f'<path d="{d}" fill="none" stroke="{p["color"]}" stroke-width="{p["lw"]:g}"'
                        f'{_dash(p["ls"], p["lw"])} stroke-linejoin="round"{alpha}/>')
         for s in segs:
-            for (a, b), (c, e) in zip(s, s[1:]):  # points along long segments, for the legend
+            for k, ((a, b), (c, e)) in enumerate(zip(s, s[1:])):  # points along long segments, for the legend
+                if not k % budget.EVERY:
+                    budget.check()
                 n = int(math.hypot(c - a, e - b) / 8)
                 obstacles.extend((a + (c - a) * k / (n + 1), b + (e - b) * k / (n + 1), 0, 0) for k in range(1, n + 1))
     if p["marker"]:
@@ -164,6 +168,7 @@ def _image(p, fx, fy, box, obstacles):
     im, out = p["im"], []
     span = (im.vmax - im.vmin) or 1.0
     for i, row in enumerate(p["rows"]):
+        budget.check()
         for j, v in enumerate(row):
             if not math.isnan(v):
                 c = style.cmap_color(im.cmap, (v - im.vmin) / span if math.isfinite(v) else (v > 0))
@@ -201,6 +206,7 @@ def legend(items, fs, box, obstacles) -> list[str]:
 
     best = None
     for loc in _LOCS:
+        budget.check()
         lx, ly = place(loc)
         b = badness(lx, ly)
         if best is None or b < best[0]:
