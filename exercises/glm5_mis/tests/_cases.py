@@ -56,3 +56,46 @@ def exact_log_ratio(target: float, dtype: torch.dtype, rollout: float = 0.0) -> 
 def exact_ratio_value(target: float, dtype: torch.dtype) -> float:
     """The value dtype(target) as a Python float (e.g. float32(0.8) = 0.800000011920929)."""
     return float(torch.tensor(target, dtype=dtype))
+
+
+def push_away(log_ratio: torch.Tensor, bounds: tuple[float, float], gap: float = 1e-4) -> torch.Tensor:
+    """Log-ratios closer than ``gap`` to log(bound) moved to log(bound) + gap: random cases stay off
+    the endpoints, where a 1-ulp difference between two correct exp's would flip the decision
+    (the endpoints have their own tests)."""
+    for bound in bounds:
+        e = math.log(bound)
+        log_ratio = torch.where((log_ratio - e).abs() < gap, torch.full_like(log_ratio, e + gap), log_ratio)
+    return log_ratio
+
+
+def regime_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, *, mask_kind: str,
+                pad_fill: float, widths: tuple[float, float], empty_rows: int = 0,
+                extreme: bool = True, adv_dtype: torch.dtype | None = None) -> dict:
+    """Random inputs in every value regime at once: ordinary log-ratios (N(0, 0.3)), and with
+    ``extreme`` some valid tokens with log-ratios of +-judge.cases.EXTREME_LOG_RATIOS /
+    OVERFLOW_LOG_RATIOS (beyond a +-20 clamp, or overflowing exp) and some with tiny
+    log-probabilities (judge.cases.TINY_LOGP: exp is 0 there, so exp(a) / exp(b) is NaN).
+    Padding holds ``pad_fill``; the mask is of ``mask_kind`` (judge.cases.MASK_KINDS); the
+    ``empty_rows`` rows drawn per seed have no valid token."""
+    from judge import cases as jc
+
+    valid = torch.rand(B, L, generator=g) < 0.75
+    if B * L:
+        valid[:, 0] = True
+    if empty_rows and B:
+        valid[torch.randperm(B, generator=g)[:empty_rows]] = False
+    logp = -(0.05 + 2.95 * torch.rand(B, L, generator=g, dtype=torch.float64))
+    log_ratio = 0.3 * torch.randn(B, L, generator=g, dtype=torch.float64)
+    if extreme and B * L:
+        mags = jc.EXTREME_LOG_RATIOS[dtype] + jc.OVERFLOW_LOG_RATIOS[dtype]
+        ext = torch.tensor([s * m for m in mags for s in (1.0, -1.0)], dtype=torch.float64)
+        pick = torch.rand(B, L, generator=g)
+        which = torch.randint(0, len(ext), (B, L), generator=g)
+        log_ratio = torch.where(pick < 0.1, ext[which], log_ratio)
+        logp = torch.where(pick > 0.9, jc.TINY_LOGP[dtype] + logp, logp)
+    log_ratio = push_away(log_ratio, (1.0 - widths[0], 1.0 + widths[1]))
+    rollout = logp - log_ratio
+    adv = torch.randn(B, generator=g, dtype=torch.float64)
+    logp, rollout = jc.pad(logp.to(dtype), valid, pad_fill), jc.pad(rollout.to(dtype), valid, -pad_fill)
+    return {"logp": logp, "rollout_logp": rollout, "advantages": adv.to(adv_dtype or dtype),
+            "mask": jc.as_mask(valid, mask_kind)}

@@ -4,6 +4,7 @@ import math
 
 import torch
 
+from judge import cases as jc
 from judge.testing import Feedback, batch, check_tensor, describe, expect_raises, leaf, visible
 
 
@@ -85,6 +86,12 @@ def test_shape_mismatches_raise_value_error(sub, ctx):
         for what, a in bad_adv.items():
             calls.append((b.offpolicy_loss(logp, rollout, a, mask),
                           f"offpolicy_loss with logp [3, 4] and {what} (advantages must be [B] = [3])"))
+        # B = 1: a 0-d or [1, 1] advantage has the right number of elements and broadcasts silently
+        one = (logp[:1], rollout[:1], mask[:1])
+        calls.append((b.offpolicy_loss(*one[:2], adv[0], one[2]),
+                      "offpolicy_loss with logp [1, 4] and a 0-d advantage (advantages must be [B] = [1])"))
+        calls.append((b.offpolicy_loss(*one[:2], adv[:1, None], one[2]),
+                      "offpolicy_loss with logp [1, 4] and advantages of shape [1, 1]"))
     for pending, what in calls:
         expect_raises(ValueError, pending.get, what=what)
 
@@ -146,14 +153,23 @@ def test_empty_mask_gives_a_graph_connected_zero(sub, ctx):
     cases = []
     with batch(sub) as b:
         for dtype in (torch.float32, torch.float64):
-            for bool_mask in (True, False):
+            for k, kind in enumerate(jc.MASK_KINDS):
+                # the padding of an all-empty mask holds NaN, inf or 1e30 too: logp * 0 is NaN there
+                fill = jc.PADS[(k + (dtype == torch.float64)) % len(jc.PADS)]
                 logp, rollout, adv, _ = _inputs(g, 2, 3, dtype)
-                mask = torch.zeros(2, 3, dtype=torch.bool if bool_mask else dtype)
+                logp, rollout = torch.full_like(logp, fill), torch.full_like(rollout, -fill)
+                mask = jc.as_mask(torch.zeros(2, 3, dtype=torch.bool), kind)
                 lp = leaf(logp)
-                cases.append((dtype, bool_mask, lp, b.offpolicy_loss(lp, rollout, adv, mask),
-                              b.masked_is_weights(logp, rollout, mask)))
-    for dtype, bool_mask, lp, loss, w in cases:
-        what = f"offpolicy_loss with an all-zero {'bool' if bool_mask else 'float'} mask ({dtype})"
+                cases.append((dtype, f"{kind} mask, padding {fill}", lp, b.offpolicy_loss(lp, rollout, adv, mask),
+                              b.masked_is_weights(logp, rollout, mask), (2, 3)))
+            # an empty batch (B = 0) has no valid token either
+            lp = leaf(torch.zeros(0, 3, dtype=dtype))
+            empty = torch.zeros(0, 3, dtype=dtype)
+            cases.append((dtype, "B = 0 (no response at all)", lp,
+                          b.offpolicy_loss(lp, empty, torch.zeros(0, dtype=dtype), torch.zeros(0, 3, dtype=torch.bool)),
+                          b.masked_is_weights(empty, empty, torch.zeros(0, 3, dtype=torch.bool)), (0, 3)))
+    for dtype, kind, lp, loss, w, shape in cases:
+        what = f"offpolicy_loss with an all-zero mask ({kind}, {dtype})"
         loss = loss.value
         check_tensor(loss, what=what, shape=(), dtype=dtype)
         if not bool(loss.detach() == 0):
@@ -167,6 +183,6 @@ def test_empty_mask_gives_a_graph_connected_zero(sub, ctx):
             raise Feedback(f"{what}: after loss.backward() logp.grad should be all zeros, "
                            f"got {describe(lp.grad)}")
         w = w.value
-        check_tensor(w, what=f"masked_is_weights with an all-zero mask ({dtype})", shape=(2, 3), dtype=dtype)
-        if bool((w != 0).any()):
+        check_tensor(w, what=f"masked_is_weights with an all-zero mask ({kind}, {dtype})", shape=shape, dtype=dtype)
+        if bool((w != 0).any()) or not bool(torch.isfinite(w).all()):
             raise Feedback(f"masked_is_weights with an all-zero mask: expected all zeros, got {describe(w)}")

@@ -2,6 +2,7 @@
 
 import torch
 
+from judge import cases as jc
 from judge.testing import Feedback, assert_close, batch, check_tensor, leaf, sibling, visible
 
 cases = sibling(__file__, "_cases")
@@ -100,3 +101,70 @@ def test_loss_and_gradient_match_oracle(sub, oracle, ctx):
         queued = [_queue_loss(b, inputs, cl, ch) for inputs, cl, ch in case_list]
     for (inputs, cl, ch), q in zip(case_list, queued):
         _check_loss(oracle, cl, ch, q)
+
+
+def _width_choice(g, k):
+    """Per case: the defaults omitted (None), or widths drawn per seed, sometimes clip_high >= 1."""
+    if k % 3 == 0:
+        return None
+    cl = float(0.02 + 0.96 * torch.rand((), generator=g))
+    ch = float(0.02 + 0.9 * torch.rand((), generator=g)) if k % 3 == 1 else float(1 + 4 * torch.rand((), generator=g))
+    return cl, ch
+
+
+def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
+    """Shapes drawn per seed (B = 1, L = 1, and one batch of >= 16k tokens compared with the
+    vectorised reference), every mask kind (bool, 0/1 in logp's dtype, float64, int64), every
+    padding fill, extreme and tiny log-probabilities mixed with ordinary ones, the default widths
+    omitted in a third of the calls, empty rows, and float64 advantages with float32 logp."""
+    g = ctx.generator(13)
+    flip = ctx.seed % 2
+    queued = []
+    with batch(sub) as b:
+        for k, (B, L) in enumerate(jc.shapes(g, n_drawn=5, max_side=9)):
+            dtype = jc.DTYPES[(k + flip) % 2]
+            widths = _width_choice(g, k)
+            kw = {} if widths is None else {"clip_low": widths[0], "clip_high": widths[1]}
+            inputs = cases.regime_case(g, B, L, dtype, mask_kind=jc.MASK_KINDS[k % 4],
+                                       pad_fill=jc.PADS[k % 5], widths=widths or (0.2, 0.2),
+                                       empty_rows=(k % 3 == 2) + (B * L >= jc.LARGE_TOKENS),
+                                       adv_dtype=torch.float64 if dtype == torch.float32 and k % 3 != 1 else None)
+            x = cases.clean_inputs(inputs)
+            lp = leaf(inputs["logp"])
+            queued.append((x, kw, lp, b.masked_is_weights(inputs["logp"], inputs["rollout_logp"], inputs["mask"], **kw),
+                           b.offpolicy_loss(lp, inputs["rollout_logp"], inputs["advantages"], inputs["mask"], **kw)))
+    for x, kw, lp, w, loss in queued:
+        B, L = x["logp"].shape
+        dtype = x["logp"].dtype
+        cl, ch = kw.get("clip_low", 0.2), kw.get("clip_high", 0.2)
+        shown = dict(x, **kw)
+        desc = (f"[{B}, {L}] {dtype}, {x['mask'].dtype} mask, advantages {x['advantages'].dtype}, "
+                + (f"clip_low={cl:.4g}, clip_high={ch:.4g}" if kw else "default widths (0.2, 0.2)"))
+        if B * L >= jc.LARGE_TOKENS:  # the vectorised reference, with autograd for the gradient
+            exp_w = ref.masked_is_weights(x["logp"], x["rollout_logp"], x["mask"], **kw)
+            rl = leaf(x["logp"])
+            exp_loss = ref.offpolicy_loss(rl, x["rollout_logp"], x["advantages"], x["mask"], **kw)
+            exp_loss.backward()
+            exp_grad = rl.grad
+        else:
+            exp_w = oracle.masked_is_weights(x["logp"], x["rollout_logp"], x["mask"], cl, ch)
+            exp_loss = oracle.offpolicy_loss(x["logp"], x["rollout_logp"], x["advantages"], x["mask"], cl, ch)
+            exp_grad = oracle.offpolicy_loss_grad(x["logp"], x["rollout_logp"], x["advantages"], x["mask"], cl, ch)
+        w = check_tensor(w.value, what=f"masked_is_weights on {desc}", shape=(B, L), dtype=dtype)
+        assert_close(w, exp_w, what=f"masked_is_weights on {desc} (w = r inside the open interval, "
+                     f"0 elsewhere; an overflowing or underflowing ratio is outside)", inputs=shown)
+        loss = check_tensor(loss.value, what=f"offpolicy_loss on {desc} (the loss is in logp's dtype)",
+                            shape=(), dtype=dtype)
+        n = max(1, int((x["mask"] != 0).sum()))
+        scale = float((exp_w.to(torch.float64).abs() * x["logp"].to(torch.float64).nan_to_num().abs()).max()) if B * L else 0.0
+        rtol, atol = jc.scaled_tolerance(dtype)
+        atol = max(atol, 8 * jc.machine_eps(dtype) * scale * float(x["advantages"].abs().max() if B else 0)
+                   * n ** 0.5 / n)  # n float32 terms of up to this size, each rounded
+        assert_close(loss, exp_loss, rtol=rtol, atol=atol,
+                     what=f"offpolicy_loss on {desc} (-sum m w A logp / max(1, N), N counting every "
+                          f"valid token of the batch)", inputs=shown)
+        loss.backward()
+        if lp.grad is None:
+            raise Feedback(f"offpolicy_loss on {desc}: logp.grad is None after backward")
+        assert_close(lp.grad, exp_grad, what=f"dL/dlogp on {desc} (-m w A / max(1, N), exactly 0 at "
+                     f"padding, finite everywhere)", inputs=shown)

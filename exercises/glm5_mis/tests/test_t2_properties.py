@@ -5,6 +5,7 @@ import math
 
 import torch
 
+from judge import cases as jc
 from judge.testing import (Feedback, assert_close, assert_no_grad, batch, check_tensor, describe, leaf, sibling,
                            visible)
 
@@ -249,9 +250,12 @@ def test_inputs_are_not_mutated(sub, ctx):
     queued = []
     with batch(sub) as b:
         for dtype in DTYPES:
-            for k, fill in enumerate((math.nan, math.inf, 1e30)):
+            for k, fill in enumerate(jc.PADS):  # every fill, and in the last case an all-empty mask
                 bool_mask = k % 2 == (dtype == torch.float64)  # alternate mask kinds
                 x = cases.random_case(g, 3, 4, dtype, bool_mask=bool_mask, pad_fill=fill, log_ratio_scale=0.5)
+                if k == len(jc.PADS) - 1:
+                    x["mask"] = torch.zeros_like(x["mask"])
+                    x["logp"] = torch.full_like(x["logp"], fill)
                 before = cases.clean_inputs(x)
                 queued.append((dtype, fill, x, before, b.masked_is_weights(x["logp"], x["rollout_logp"], x["mask"]),
                                b.offpolicy_loss(x["logp"], x["rollout_logp"], x["advantages"], x["mask"])))
