@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
+# Why a submission could not run; each is the submission's doing, never the judge's (the
+# verdict's ``error.kind`` is one of these, or "internal" when the judge itself failed).
+FailureKind = Literal["syntax_error", "import_error", "missing_function", "time_limit",
+                      "memory_limit", "runtime_error"]
+FAILURE_KINDS: tuple[str, ...] = get_args(FailureKind)
+
 
 class JudgeError(Exception):
     """Base of every error the judge reports to a user."""
@@ -35,6 +43,11 @@ class SandboxError(JudgeError):
     exit_code = 4
 
 
+class IsolationUnavailable(SandboxError):
+    """The machine cannot provide an isolation layer the caller requires (Landlock, seccomp):
+    the service refuses to grade untrusted code rather than run it weakly."""
+
+
 class SubmissionFailure(BaseException):
     """The submission could not run: the grading stops and the verdict carries ``kind``.
 
@@ -42,10 +55,27 @@ class SubmissionFailure(BaseException):
     that turns a toy's crash into feedback, or ``expect_raises``) cannot swallow it.
     """
 
-    def __init__(self, kind: str, message: str):
+    def __init__(self, kind: FailureKind, message: str):
+        if kind not in FAILURE_KINDS:  # a judge bug: every raise names one of the kinds
+            raise ValueError(f"unknown submission failure kind {kind!r}")
         super().__init__(message)
-        self.kind = kind  # syntax_error | import_error | missing_function | time_limit | memory_limit | runtime_error
+        self.kind: FailureKind = kind
         self.message = message
+
+
+class MalformedReply(SubmissionFailure):
+    """The sandboxed process sent something the protocol does not allow (a forged or corrupt
+    frame, a field of the wrong type, out of range or too long): the submission's fault."""
+
+    def __init__(self, message: str):
+        super().__init__("runtime_error", message)
+
+
+class AnswerTooLarge(SubmissionFailure):
+    """The submission's answers exceed what the judge decodes and holds for one grading."""
+
+    def __init__(self, message: str):
+        super().__init__("memory_limit", message)
 
 
 class RemoteException(Exception):

@@ -10,7 +10,9 @@ import types
 from pathlib import Path
 from typing import Callable
 
-from judge.errors import JudgeError, SubmissionFailure
+from judge.box import replies
+from judge.caps import cap_verdict
+from judge.errors import JudgeError, MalformedReply, SubmissionFailure
 from judge.exercise import TIERS, Exercise
 from judge.models import (Artifact, Resources, SubmissionError, TestResult, TierResult,
                           Verdict)
@@ -112,17 +114,9 @@ def grade(exercise: Exercise, source: str, *, sandbox: Sandbox | None, mode: str
         verdict.error = SubmissionError(kind="internal", message=f"the judge failed: {type(e).__name__}: {e}")
     finally:
         if job is not None:
-            if isinstance(sub, SubmissionProxy):
-                try:  # a batch a test sent but never read: its reply comes before the exit report
-                    sub.settle()
-                except Exception:  # noqa: BLE001 - the verdict already says what went wrong
-                    pass
-            res = job.close()
-            verdict.resources = Resources(cpu_ms=res.cpu_ms, peak_rss_mb=round(res.maxrss_kb / 1024, 1),
-                                          wall_ms=res.wall_ms, calls=verdict.resources.calls,
-                                          round_trips=verdict.resources.round_trips)
-            verdict.output = job.output
+            _end_job(job, sub, verdict)
     verdict.timings.total_ms = _ms(t_start)
+    cap_verdict(verdict)
     if ctx.pending_plots and on_verdict is not None:
         on_verdict(verdict.model_copy(update={"artifacts_pending": True}, deep=True))
     t_render = time.perf_counter()
@@ -132,7 +126,28 @@ def grade(exercise: Exercise, source: str, *, sandbox: Sandbox | None, mode: str
     verdict.artifacts = [Artifact(name=name, path=str(path), size=path.stat().st_size,
                                   media_type=MEDIA_TYPES.get(path.suffix, "application/octet-stream"))
                          for name, path in artifacts_in(out_dir)]
-    return verdict
+    return cap_verdict(verdict)
+
+
+def _end_job(job, sub, verdict: Verdict) -> None:
+    """Read what a test left unread, then end the job: whatever the reading raised (a malformed
+    or late answer, a BaseException of any kind), the child is killed, reaped and wiped."""
+    try:
+        if isinstance(sub, SubmissionProxy):
+            try:  # a batch a test sent but never read: its reply comes before the exit report
+                sub.settle()
+            except SubmissionFailure as e:  # an answer no test read still counts against it
+                if verdict.error is None:
+                    verdict.verdict = "rejected"
+                    verdict.error = SubmissionError(kind=e.kind, message=e.message)
+            except Exception:  # noqa: BLE001 - the verdict already says what went wrong
+                pass
+    finally:
+        res = job.close()
+        verdict.resources = Resources(cpu_ms=res.cpu_ms, peak_rss_mb=round(res.maxrss_kb / 1024, 1),
+                                      wall_ms=res.wall_ms, calls=verdict.resources.calls,
+                                      round_trips=verdict.resources.round_trips)
+        verdict.output = job.output
 
 
 def _ms(t0: float) -> float:
@@ -141,12 +156,15 @@ def _ms(t0: float) -> float:
 
 def _load_in_sandbox(exercise: Exercise, source: str, job) -> SubmissionProxy:
     msg = job.request({"op": "load", "source": source, "functions": exercise.function_names,
-                       "spin": job.spin_seconds}, during="loading the submission")
-    h = msg.header
-    if not h.get("ok"):
-        kind = h.get("kind") if h.get("kind") in ("syntax_error", "import_error") else "import_error"
-        raise SubmissionFailure(kind, str(h.get("message", ""))[:2000])
-    missing = [str(m) for m in h.get("missing", [])][:20]
+                       "spin": job.spin_seconds}, during="loading the submission", expect=replies.LOAD)
+    h = msg.header  # checked: judge.box.replies.Loaded or LoadFailed
+    if not h["ok"]:
+        raise SubmissionFailure(h["kind"], h["message"])
+    missing = h["missing"]
+    if not set(missing) <= set(exercise.function_names) or len(set(missing)) != len(missing):
+        job.kill()
+        raise MalformedReply("the submission's process sent a malformed reply to loading the "
+                             "submission: it names functions the exercise does not declare")
     if missing:
         raise SubmissionFailure("missing_function", _missing_message(exercise, missing))
     return SubmissionProxy(job, exercise.functions)

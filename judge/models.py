@@ -7,14 +7,15 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from judge.errors import FAILURE_KINDS, FailureKind
+
 SCHEMA_VERSION = 1
 
 TestStatus = Literal["passed", "failed", "error", "skipped"]
-ErrorKind = Literal["syntax_error", "import_error", "missing_function", "time_limit",
-                    "memory_limit", "runtime_error", "internal"]
-# The kinds that mean the submission could not run (exit status 3), as opposed to "internal".
-SUBMISSION_ERROR_KINDS = ("syntax_error", "import_error", "missing_function", "time_limit",
-                          "memory_limit", "runtime_error")
+# The kinds that mean the submission could not run (exit status 3: ``SubmissionFailure.kind``),
+# and "internal" when the judge itself failed.
+ErrorKind = Literal[FailureKind, "internal"]
+SUBMISSION_ERROR_KINDS = FAILURE_KINDS
 
 
 class TestResult(BaseModel):

@@ -57,18 +57,19 @@ class Session:
         try:
             code = compile(source, SUBMISSION_FILE, "exec", dont_inherit=True)
         except SyntaxError as e:
+            line = e.lineno if type(e.lineno) is int and e.lineno >= 0 else None
             self.reply({"ok": False, "kind": "syntax_error",
-                        "message": f"line {e.lineno}: {e.msg}", "line": e.lineno})
+                        "message": f"line {e.lineno}: {e.msg}"[:wire.MESSAGE_MAX], "line": line})
             return
         except ValueError as e:  # e.g. NUL bytes in the source
-            self.reply({"ok": False, "kind": "syntax_error", "message": str(e)})
+            self.reply({"ok": False, "kind": "syntax_error", "message": _message(e)})
             return
         sys.modules["submission"] = mod
         try:
             exec(code, mod.__dict__)
         except BaseException as e:  # noqa: BLE001 - import-time code of any kind
             self.reply({"ok": False, "kind": "import_error",
-                        "message": f"{type(e).__name__}: {_message(e)}{_where(e)}"})
+                        "message": f"{_type_name(e)}: {_message(e)}{_where(e)}"})
             return
         self.module = mod
         missing = [n for n in h.get("functions", []) if not callable(getattr(mod, n, None))]
@@ -84,7 +85,7 @@ class Session:
             return header, _encode_values(header, values)
         except wire.WireError as e:
             return {"ok": False, "exc": {"type": "TypeError", "message": f"the result cannot be "
-                                         f"returned to the judge: {e}"}}, []
+                                         f"returned to the judge: {e}"[:wire.MESSAGE_MAX]}}, []
         except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt included
             return _exception_item(e), []
 
@@ -278,16 +279,26 @@ def _encode_values(header: dict, values: dict[str, Any]) -> list:
 
 def _exception_item(e: BaseException) -> dict:
     kind = None
-    if isinstance(e, MemoryError) or (isinstance(e, RuntimeError) and "alloc" in str(e).lower()
-                                      and "memory" in str(e).lower()):
+    message = _message(e)
+    if isinstance(e, MemoryError) or (isinstance(e, RuntimeError) and "alloc" in message.lower()
+                                      and "memory" in message.lower()):
         kind = "memory_limit"
-    return {"ok": False, "exc": {"type": type(e).__name__, "message": _message(e),
+    return {"ok": False, "exc": {"type": _type_name(e), "message": message,
                                  "where": _where(e), "kind": kind}}
+
+
+def _type_name(e: BaseException) -> str:
+    """The exception type's name as the judge accepts it: an identifier of at most
+    ``wire.NAME_MAX`` characters (a class may be given any name; other characters become _)."""
+    name = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_"
+                   for c in type(e).__name__[:wire.NAME_MAX])
+    return name if name and not name[0].isdigit() else f"E{name}"[:wire.NAME_MAX]
 
 
 def _message(e: BaseException) -> str:
     try:
-        return str(e)[:2000]
+        text = str(e)
+        return text[:wire.MESSAGE_MAX] if type(text) is str else "<unprintable message>"
     except BaseException:  # noqa: BLE001
         return "<unprintable message>"
 
@@ -305,6 +316,6 @@ def _where(e: BaseException) -> str:
             tb = tb.tb_next
         if last is None:
             return ""
-        return f" (submission.py, line {last.tb_lineno}, in {last.tb_frame.f_code.co_name})"
+        return f" (submission.py, line {last.tb_lineno}, in {last.tb_frame.f_code.co_name})"[:wire.WHERE_MAX]
     except BaseException:  # noqa: BLE001
         return ""

@@ -36,6 +36,10 @@ MAX_HEADER = 4 << 20  # bytes of JSON in one frame
 MAX_PAYLOAD = 256 << 20  # bytes of tensor data in one frame
 MAX_DEPTH = 16  # nesting of lists/tuples/dicts
 MAX_NODES = 10_000  # values in one tree
+# What a child's reply may carry of an exception (judge.box.replies checks, sandbox.child caps):
+NAME_MAX = 100  # characters of an exception type's name (an identifier)
+MESSAGE_MAX = 2000  # characters of its message
+WHERE_MAX = 300  # characters of where it was raised: " (submission.py, line N, in f)"
 
 DTYPES: dict[str, torch.dtype] = {
     "float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
@@ -77,6 +81,11 @@ def _loads(head: bytes) -> Any:
 
 class WireError(Exception):
     """A malformed, oversized or truncated message."""
+
+
+class FrameTooLarge(WireError):
+    """A frame whose length prefix announces more than the reader accepts (nothing of it is
+    read)."""
 
 
 # --- framing -------------------------------------------------------------------------------
@@ -123,8 +132,10 @@ class Reader:
     CHUNK = 1 << 16  # bytes asked for per recv
     DIRECT = 1 << 18  # a larger payload is read straight into its own buffer
 
-    def __init__(self, sock: socket.socket, max_payload: int = MAX_PAYLOAD):
-        self.sock, self.max_payload = sock, max_payload
+    def __init__(self, sock: socket.socket, max_payload: int = MAX_PAYLOAD,
+                 max_header: int = MAX_HEADER):
+        self.sock, self.max_payload, self.max_header = sock, max_payload, max_header
+        self.received = 0  # bytes of the frames returned so far (prefix, header and payload)
         self._buf = bytearray()  # received, not yet returned
         self._chunk = memoryview(bytearray(self.CHUNK))
         self._eof = False
@@ -179,8 +190,10 @@ class Reader:
         while len(buf) < _FRAME.size:
             self._wait(deadline)
         head_len, size = _FRAME.unpack_from(buf)
-        if head_len > MAX_HEADER or size > self.max_payload:
-            raise WireError(f"frame too large ({head_len} header bytes, {size} payload bytes)")
+        if head_len > self.max_header or size > self.max_payload:
+            raise FrameTooLarge(f"frame too large: {head_len} header bytes and {size} payload "
+                                f"bytes (at most {self.max_header} and {self.max_payload})")
+        self.received += _FRAME.size + head_len + size
         start = _FRAME.size + head_len
         while len(buf) < start:
             self._wait(deadline)
@@ -358,10 +371,14 @@ def tensor_nbytes(node: dict) -> int:
     shape = node.get("shape")
     if n is None or type(shape) is not list or len(shape) > 8:
         raise WireError("bad tensor node")
+    elements = 1  # of the non-zero dimensions: an empty tensor's shape is bounded too
     for s in shape:
         if type(s) is not int or not 0 <= s <= MAX_PAYLOAD:
             raise WireError("bad tensor node")
         n *= s
+        elements *= s or 1
+    if elements > MAX_PAYLOAD:
+        raise WireError("bad tensor node: its shape is absurd")
     if "st" in node:  # strided: the bytes are the span its strides cover
         return _strided_nbytes(node, n)
     return n
@@ -400,6 +417,7 @@ class Message:
         if pos != len(payload):
             raise WireError(f"payload holds {len(payload)} bytes, the header describes {pos}")
         self._nb, self._starts = nb, starts
+        self._claimed = bytearray(len(nb))  # tensors decoded: each is one node's, once
         self._base: int | None = None
 
     def base_address(self) -> int:
@@ -416,6 +434,10 @@ class Message:
         i = node["T"]
         if type(i) is not int or not 0 <= i < len(self._nb):
             raise WireError("bad tensor index")
+        if self._claimed[i] or not _TENSOR_KEYS.issuperset(node) or node.get("rg", True) is not True \
+                or type(node.get("sub", "")) is not str or len(node.get("sub", "")) > 200:
+            raise WireError(f"bad tensor node {i} (a second node for its bytes, or a bad field)")
+        self._claimed[i] = 1
         n = tensor_nbytes(node)
         if n != self._nb[i]:
             raise WireError(f"tensor {i} has {self._nb[i]} bytes, its node describes {n}")
@@ -456,9 +478,11 @@ def _decode_with(tree: Any, msg: Message, depth: int, count: list,
         if tensors is not None:
             tensors.append(t)
         return t
+    if len(tree) != 1 and "O" not in tree:  # every other kind of node has exactly one key
+        raise WireError("bad value node")
     if "f" in tree:
         v = tree["f"]
-        if type(v) in (int, float) or v in ("nan", "inf", "-inf"):
+        if type(v) is float or (type(v) is int and -_F64 < v < _F64) or v in ("nan", "inf", "-inf"):
             return float(v)
         raise WireError("bad float node")
     items = tree.get("L", tree.get("U"))
@@ -486,8 +510,15 @@ def _decode_with(tree: Any, msg: Message, depth: int, count: list,
                 pass
         raise WireError("bad int node")
     if "O" in tree:
-        return Opaque(str(tree["O"])[:200], str(tree.get("r", ""))[:200])
+        name, text = tree["O"], tree.get("r", "")
+        if type(name) is not str or type(text) is not str or not {"O", "r"}.issuperset(tree):
+            raise WireError("bad opaque node")
+        return Opaque(name[:200], text[:200])
     raise WireError("unknown value node")
+
+
+_TENSOR_KEYS = frozenset(("T", "dtype", "shape", "rg", "sub", "st"))  # a tensor node's fields
+_F64 = 1 << 1024  # ints a float node may hold (float() of a larger one overflows)
 
 
 class Opaque:

@@ -20,11 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from judge.errors import SubmissionFailure
+from judge.box import replies
+from judge.errors import AnswerTooLarge, MalformedReply, SandboxError, SubmissionFailure
 from judge.exercise import Limits
 from sandbox import wire
 
 OUTPUT_CAP = 64 << 10  # bytes of a submission's stdout/stderr kept
+REPLY_HEADER_CAP = 1 << 20  # bytes of JSON in one answer's header (a 10,000-node tree is ~0.5 MB)
 MNT_DETACH = 2
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -79,7 +81,8 @@ class Job:
         self.started_at = time.monotonic()
         self.deadline = self.started_at + limits.total_seconds
         self._sent_at = self.started_at  # when the last request went out
-        self._ru: list = [0.0, 0]  # (cpu ms, peak RSS kB) the child reported with its last answer
+        self._ru: tuple = (0.0, 0)  # (cpu ms, peak RSS kB) the child reported with its last answer (checked)
+        self._resources = Resources()  # what close() reports
         self.spare_key: tuple | None = None  # with spares: the next one is forked when this closes
         self._exited = threading.Event()
         self._exit: _Exit | None = None
@@ -90,7 +93,9 @@ class Job:
         # Non-blocking for good: sends and reads wait in select() only when they must, against
         # the deadlines (no per-message timeout to set, no poll before every read).
         sock.setblocking(False)
-        self.reader = wire.Reader(sock)  # every read of the socket goes through it
+        # every read of the socket goes through it; no answer larger than the exercise allows
+        self.reader = wire.Reader(sock, max_payload=limits.answer_mb << 20,
+                                  max_header=min(REPLY_HEADER_CAP, limits.answer_mb << 20))
         self.closed = False
 
     # --- events from the zygote ------------------------------------------------------------
@@ -99,11 +104,11 @@ class Job:
         ``failed`` (how it ended and what it used)."""
         ev = msg.get("event")
         if ev == "started":
-            self.pid = int(msg.get("pid", 0))
+            self.pid = int(_num(msg.get("pid", 0)))
         elif ev in ("exited", "failed"):
-            self._exit = _Exit(int(msg.get("status", -1)), int(msg.get("signal", 0)),
-                               float(msg.get("cpu_ms", 0)), int(msg.get("maxrss_kb", 0)),
-                               bool(msg.get("oom", False)))
+            self._exit = _Exit(int(_num(msg.get("status", -1))), int(_num(msg.get("signal", 0))),
+                               _num(msg.get("cpu_ms", 0)), int(_num(msg.get("maxrss_kb", 0))),
+                               msg.get("oom") is True)
             self._exited.set()
             try:
                 self.sock.shutdown(socket.SHUT_RDWR)  # wakes a request waiting on this socket
@@ -146,12 +151,18 @@ class Job:
     def wait_hello(self) -> None:
         """Wait for the child's first message, which names the isolation layers in force."""
         header, _ = self._receive(min(30.0, self.limits.total_seconds), during="start-up")
-        self.layers = list(header.get("layers", []))
+        try:  # sent before any submission code ran: a bad one is the sandbox's failure
+            self.layers = list(replies.HELLO.check(header)["layers"])
+        except MalformedReply as e:
+            self.kill()
+            raise SandboxError(f"the sandboxed child started badly: {e.message}") from None
 
-    def request(self, header: dict, blobs: list[bytes] = (), *, during: str) -> wire.Message:
-        """Send one request and wait for its reply within the call and job deadlines."""
+    def request(self, header: dict, blobs: list[bytes] = (), *, during: str,
+                expect: replies.Schema = replies.ANY) -> wire.Message:
+        """Send one request and wait for its reply within the call and job deadlines; the reply
+        is checked against ``expect`` (see ``reply``)."""
         self.send(header, blobs, during=during)
-        return self.reply(during=during)
+        return self.reply(during=during, expect=expect)
 
     def send(self, header: dict, blobs: list[bytes] = (), *, during: str,
              drain: Callable[[], bool] | None = None) -> None:
@@ -175,20 +186,32 @@ class Job:
             self._fail(during)
         self._sent_at = time.monotonic()
 
-    def reply(self, *, during: str, since: float | None = None) -> wire.Message:
+    def reply(self, *, during: str, since: float | None = None,
+              expect: replies.Schema = replies.ANY) -> wire.Message:
         """The next answer, due within a call's limit of ``since`` (by default, when the last
-        request went out) and within the job's limit."""
+        request went out) and within the job's limit. Its header is checked against ``expect``
+        (``judge.box.replies``; by default only what every reply carries) and replaced by the
+        checked copy; its tensor table against its payload. Anything malformed ends the job:
+        ``MalformedReply``."""
         reply, payload = self._receive(self.limits.call_seconds, during=during,
                                        since=self._sent_at if since is None else since)
-        ru = reply.get("ru")
-        if type(ru) is list and len(ru) == 2:  # its own (informational) resource use so far
-            self._ru = ru
+        if self.reader.received > self.limits.answers_mb << 20:  # held and decoded, in all
+            self.kill()
+            raise AnswerTooLarge(f"the submission's answers came to more than the "
+                                 f"{self.limits.answers_mb} MB the exercise allows in one grading "
+                                 f"(during {during})")
         try:
-            return wire.Message(reply, payload)
+            reply = expect.check(reply, during)
+            msg = wire.Message(reply, payload)
+        except MalformedReply:
+            self.kill()
+            raise
         except wire.WireError as e:
             self.kill()
-            raise SubmissionFailure("runtime_error", f"the submission's process sent a malformed "
-                                    f"reply during {during}: {e}") from None
+            raise MalformedReply(f"the submission's process sent a malformed reply during "
+                                 f"{during}: {e}") from None
+        self._ru = reply["ru"]  # its own (informational) resource use so far, checked
+        return msg
 
     def _receive(self, call_seconds: float, *, during: str,
                  since: float | None = None) -> tuple[dict, bytearray]:
@@ -216,6 +239,11 @@ class Job:
             self.kill()
             raise SubmissionFailure("time_limit", f"{during} ran past its call limit "
                                     f"({call_seconds:g} s): its answer began but never ended") from None
+        except wire.FrameTooLarge as e:
+            self.kill()
+            raise AnswerTooLarge(f"the submission's process sent an answer larger than the "
+                                 f"exercise allows ({self.limits.answer_mb} MB) during {during}: "
+                                 f"{e}") from None
         except (EOFError, OSError, wire.WireError):
             self._fail(during)
 
@@ -253,33 +281,49 @@ class Job:
         if self.closed:
             return self._resources
         self.closed = True
-        if not self._exited.is_set():
-            try:  # not waited for: its last answer said what it used, and printed
-                wire.send_until(self.sock, wire.frame({"op": "exit"}), time.monotonic() + 0.1)
-            except OSError:  # gone, or not reading: the clean-up kills it
-                pass
-        self._drain()  # it flushed before its last answer: everything it printed is in the pipe
-        ex = self._exit
-        if ex is None:  # not reaped yet: its own (informational) report with its last answer
-            ex = _Exit(0, 0, _num(self._ru[0]), int(_num(self._ru[1])))
-        self._resources = Resources(cpu_ms=ex.cpu_ms, maxrss_kb=ex.maxrss_kb,
-                                    wall_ms=round((time.monotonic() - self.started_at) * 1000, 1))
-        self.host.finish_later(self)
+        try:
+            if not self._exited.is_set():
+                try:  # not waited for: its last answer said what it used, and printed
+                    wire.send_until(self.sock, wire.frame({"op": "exit"}), time.monotonic() + 0.1)
+                except (OSError, TimeoutError):  # gone, or not reading: the clean-up kills it
+                    pass
+            self._drain()  # it flushed before its last answer: everything it printed is in the pipe
+            ex = self._exit
+            if ex is None:  # not reaped yet: its own (informational) report with its last answer
+                ex = _Exit(0, 0, _num(self._ru[0]), int(_num(self._ru[1])))
+            self._resources = Resources(cpu_ms=ex.cpu_ms, maxrss_kb=ex.maxrss_kb,
+                                        wall_ms=round((time.monotonic() - self.started_at) * 1000, 1))
+        finally:  # whatever happened above: reaped, killed if it lingers, wiped
+            self.host.finish_later(self)
         return self._resources
 
     def finish(self) -> None:
         """The clean-up after ``close`` (run in the sandbox's background): wait for the exit
         report, kill a child that lingers, close the pipes, wipe the scratch."""
+        failed: list[Exception] = []
+        for step in (self._reap, self._close_fds, lambda: self.host.forget(self),
+                     lambda: _wipe(self.scratch)):
+            try:  # each step runs whatever the one before it raised
+                step()
+            except Exception as e:  # noqa: BLE001 - raised once every step has run
+                failed.append(e)
+        if failed:
+            raise failed[0]
+
+    def _reap(self) -> None:
         if not self._exited.wait(2.0):
             self.kill()
             self._exited.wait(5.0)
+
+    def _close_fds(self) -> None:
         if self._out_fd >= 0:
-            os.close(self._out_fd)
-            self._out_fd = -1
+            fd, self._out_fd = self._out_fd, -1
+            os.close(fd)
         self.sock.close()
-        self.host.forget(self)
-        _wipe(self.scratch)
 
 
 def _num(x) -> float:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else 0.0
+    """A finite number from a report, or 0."""
+    if type(x) in (int, float) and -1e15 < x < 1e15:  # NaN fails both comparisons
+        return float(x)
+    return 0.0
