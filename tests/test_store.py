@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 
-from judge.service.store import MAX_ATTEMPTS, QueueFull, Store
+from judge.service.store import ACTIVE_S, MAX_ATTEMPTS, QueueFull, Store
 
 
 @pytest.fixture
@@ -110,6 +111,27 @@ def test_a_client_with_fewer_running_goes_first(store):
     assert client_of(store, done) == "a"
     store.finish(b, "{}", "accepted")
     assert store.claim("w3").id == b2  # b has none running now, a has two
+
+
+def test_share_leaves_a_worker_for_an_active_client(store, monkeypatch):
+    """share=1 (2 workers): while b is active, a holds at most one grading; the other worker
+    stays free for b's next submission. A lone client, or once b is idle, gets every worker."""
+    for _ in range(5):
+        add(store, client="a")
+    assert store.claim("w1", share=1) and store.claim("w2", share=1)  # a alone: both workers
+    running = [r["id"] for r in store.db.execute("SELECT id FROM submissions WHERE status = 'running'")]
+    b = add(store, client="b")
+    store.finish(running[0], "{}", "accepted")
+    assert store.claim("w1", share=1).id == b  # b first: fewer running
+    store.finish(running[1], "{}", "accepted")
+    assert client_of(store, store.claim("w2", share=1)) == "a"  # b is running: a may hold one
+    assert store.claim("w3", share=1) is None  # not two while b is active (b is running)
+    store.finish(b, "{}", "accepted")
+    assert store.claim("w3", share=1) is None  # b was served in the last ACTIVE_S: still active
+    assert client_of(store, store.claim("w3")) == "a"  # no share: every worker
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + ACTIVE_S + 1)
+    assert client_of(store, store.claim("w4", share=1)) == "a"  # b went quiet: a gets the rest
 
 
 def test_a_retried_submission_keeps_its_clients_turn(store):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterator
 
 MAX_ATTEMPTS = 2  # a submission whose grading was interrupted is retried once
+ACTIVE_S = 60.0  # a client served this recently still counts as active (``claim``'s share)
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 _SCHEMA = """
@@ -47,7 +48,8 @@ CREATE INDEX IF NOT EXISTS submissions_client ON submissions(client, seq);
 CREATE INDEX IF NOT EXISTS submissions_queue ON submissions(status, client, seq);
 CREATE TABLE IF NOT EXISTS turns (
     client TEXT PRIMARY KEY,
-    served INTEGER NOT NULL                  -- the claim counter when a worker last took one of its
+    served INTEGER NOT NULL,                 -- the claim counter when a worker last took one of its
+    at REAL NOT NULL                         -- and when (a client served lately is active)
 );
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -65,12 +67,18 @@ _COLUMNS = ("seq, id, client, exercise, mode, status, attempts, worker, verdict,
 
 # The next submission to grade (``Store.claim``): each client's oldest queued one (one index
 # range per client, ``submissions_queue``), ranked by the client's running count, then by when
-# it was last served (never: first), then by age.
+# it was last served (never: first), then by age; a client already holding ``share`` gradings
+# is passed over while another client is active (has one queued or running, or was served
+# since ``since``).
 _NEXT = """
 WITH heads AS (SELECT client, min(seq) AS seq FROM submissions WHERE status = 'queued' GROUP BY client),
      running AS (SELECT client, count(*) AS n FROM submissions WHERE status = 'running' GROUP BY client)
 SELECT heads.seq FROM heads LEFT JOIN running ON running.client = heads.client
 LEFT JOIN turns ON turns.client = heads.client
+WHERE coalesce(running.n, 0) < :share
+   OR NOT (EXISTS (SELECT 1 FROM heads o WHERE o.client != heads.client)
+           OR EXISTS (SELECT 1 FROM running o WHERE o.client != heads.client)
+           OR EXISTS (SELECT 1 FROM turns o WHERE o.client != heads.client AND o.at > :since))
 ORDER BY coalesce(running.n, 0), coalesce(turns.served, 0), heads.seq LIMIT 1
 """
 
@@ -219,26 +227,32 @@ class Store:
     def has_queued(self) -> bool:
         return self.db.execute("SELECT 1 FROM submissions WHERE status = 'queued' LIMIT 1").fetchone() is not None
 
-    def claim(self, worker: str) -> Job | None:
+    def claim(self, worker: str, share: int | None = None) -> Job | None:
         """Atomically take the next queued submission, by fair share, and mark it running.
 
         Fair share: among the clients with a submission queued, the one with the fewest running
         now, then the one a worker served least recently (``turns``); its oldest queued
         submission. So clients take turns (round robin), and a client's backlog, however long or
-        slow, delays another's submission by at most the gradings already running."""
+        slow, delays another's submission by at most the gradings already running. ``share``:
+        the most gradings one client may hold while another client is active (queued, running,
+        or served in the last ``ACTIVE_S`` seconds), so that with ``share`` = workers - 1 a
+        worker stays free for the others' next submission instead of taking more of a backlog
+        (None: no cap; a lone client always has every worker)."""
         if not self.has_queued():  # a cheap read first: idle workers never take the write lock
             return None
+        now = time.time()
         with self.write() as db:
-            row = db.execute(_NEXT).fetchone()
+            row = db.execute(_NEXT, {"share": share if share is not None else 2**62,
+                                     "since": now - ACTIVE_S}).fetchone()
             if row is None:
                 return None
             row = db.execute(
                 "UPDATE submissions SET status = 'running', attempts = attempts + 1, worker = ?, "
                 "started_at = ? WHERE seq = ? RETURNING id, client, exercise, mode, code, attempts",
-                (worker, time.time(), row["seq"])).fetchone()
-            db.execute("INSERT INTO turns (client, served) VALUES (?, (SELECT coalesce(max(served), 0) "
-                       "+ 1 FROM turns)) ON CONFLICT (client) DO UPDATE SET served = excluded.served",
-                       (row["client"],))
+                (worker, now, row["seq"])).fetchone()
+            db.execute("INSERT INTO turns (client, served, at) VALUES (?, (SELECT coalesce(max(served), 0) "
+                       "+ 1 FROM turns), ?) ON CONFLICT (client) DO UPDATE SET served = excluded.served, "
+                       "at = excluded.at", (row["client"], now))
             self._event(db, row["id"], "status", {"status": "running", "attempt": row["attempts"]})
         return Job(row["id"], row["exercise"], row["mode"], row["code"], row["attempts"])
 

@@ -64,6 +64,8 @@ class Worker:
         self.exercises = {}
         self.broken: dict[str, str] = {}
         self.pending_previews: list = []
+        # the most gradings one client holds while another is active: one worker stays free for them
+        self.share = max(1, cfg.workers - 1)
 
     # start-up ------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -146,7 +148,7 @@ class Worker:
 
         cores = os.cpu_count() or 1
         while not stop.is_set() and os.getppid() == parent_pid:
-            job = self.store.claim(self.name)
+            job = self.store.claim(self.name, share=self.share)
             if job is not None:
                 idle.busy(self.index)
                 self.changed(job.id, "e")  # "running": news for event streams only
