@@ -19,7 +19,7 @@ run is replayable from its seed.
 - ``TINY_LOGP``: log-probabilities whose ``exp`` underflows to 0 in each dtype (a quotient of
   probabilities is then 0/0).
 - ``scaled_tolerance(dtype, magnitude)``: (rtol, atol) for values computed from inputs of a
-  given magnitude, loose enough for every standard stable formulation (see AUTHORING.md).
+  given magnitude, loose enough for every standard stable formulation (see docs/authoring.md, "Tolerances").
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The layers a forked child applies to itself before it imports a submission.
 
 Order matters: own session → namespaces → rlimits → unprivileged uid → Landlock → seccomp
-(seccomp last, since it forbids the syscalls the earlier steps use). See ../SANDBOX-NOTES in the
-project's shared docs for what each layer costs and blocks on this kind of machine.
+(seccomp last, since it forbids the syscalls the earlier steps use). What each layer costs and
+blocks on this kind of machine, measured, is in docs/security.md ("What each layer costs and
+blocks").
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ import math
 
 from judge.testing import Feedback, memo
 
-# EXERCISES.md's table (exact enumeration, 6 actions): ||bias|| and trace Cov_q(w f).
+# The toy's expected values, by exact enumeration over its 6 actions (spec.md, "The toy (T3)";
+# first computed for the exercise's design brief): ||bias|| and trace Cov_q(w f).
 TABLE_BIAS = {"none": 0.04832, "tis": 0.00972, "icepop": 0.03161, "is": 0.0}
 TABLE_VAR = {"none": 0.0979, "tis": 0.1204, "icepop": 0.0913, "is": 0.1644}
 HINTS = {
