@@ -84,6 +84,11 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("-v", "--verbose", action="store_true", help="list every mutant, not only survivors")
     _pack_option(val)
 
+    wrg = sub.add_parser("wrong", help="list an exercise's known mistakes, or print the file one builds")
+    wrg.add_argument("exercise", help="an exercise folder or its slug")
+    wrg.add_argument("name", nargs="?", default=None,
+                     help="a known-wrong solution: print its built file (without it: list them)")
+    _pack_option(wrg)
 
     exp = sub.add_parser("export", help="package an exercise for another grading platform")
     exp.add_argument("exercise", help="an exercise folder or its slug")
@@ -234,8 +239,26 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_wrong(args: argparse.Namespace) -> int:
+    """The built file of one known mistake on stdout (gradable as it is), or the catalogue."""
+    exercise = resolve(args.exercise, exercises_dir(args.pack))
+    if args.name is None:
+        for w in exercise.wrong_solutions():
+            print(f"{w.name:<32} {w.expect_tier}  {w.label:<40} {w.why}")
+        return 0
+    names = [w.name for w in exercise.wrong_solutions()]
+    if args.name not in names:
+        raise UsageError(f"exercise {exercise.slug} has no known-wrong solution {args.name!r}; "
+                         f"expected one of: {', '.join(names) or 'none'}")
+    w = exercise.wrong_solution(args.name)
+    print(f"# {exercise.slug}: {w.label}, expect {w.expect_tier} (spec: {w.spec_section or '-'}): {w.why}",
+          file=sys.stderr)
+    sys.stdout.write(w.source)
+    return 0
+
+
 COMMANDS = {"local": cmd_local, "schema": cmd_schema, "serve": cmd_serve, "new": cmd_new,
-            "validate": cmd_validate, "export": cmd_export}
+            "validate": cmd_validate, "export": cmd_export, "wrong": cmd_wrong}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,9 @@
 """Exercises are discovered from folders: ``exercises/<slug>/exercise.toml``.
 
 A broken folder is an ``ExerciseError`` that names it. Reference material lives apart, in
-``reference/<slug>/`` (``solution.py``, ``oracle.py``, ``wrong/*.py``), and is only ever
-loaded by the trusted judge process.
+``reference/<slug>/`` (``solution.py``, ``oracle.py``, the known mistakes of ``wrong.toml`` and
+``wrong/*.py``, the equivalent mutants of ``mutants.toml``: see ``judge.wrong``), and is only
+ever loaded by the trusted judge process.
 
 A *pack* is a folder holding ``exercises/`` and ``reference/``; it may live anywhere. Which one
 the judge uses is one setting, ``--exercises DIR`` or ``JUDGE_EXERCISES_DIR`` (the pack or its
@@ -23,6 +24,8 @@ from pathlib import Path
 from types import ModuleType
 
 from judge.errors import ExerciseError, UnknownExercise, UsageError
+from judge.wrong import (EquivalentMutant, WrongSolution, load_equivalent_mutants,  # noqa: F401
+                         load_wrong_solutions)
 
 # The folder holding the ``judge`` package: a checkout, or site-packages when installed.
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +36,6 @@ EXERCISES_ENV = "JUDGE_EXERCISES_DIR"  # the pack setting's environment variable
 TIERS = ("T0", "T1", "T2", "T3")
 _SLUG = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _TEST_FILE = re.compile(r"^test_t([0-3])_[a-z0-9_]+\.py$")
-_EXPECT = re.compile(r"^\s*expect:\s*(T[0-3])\b", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -51,17 +53,12 @@ class Limits:
     total_seconds: float = 60.0  # wall-clock limit for the whole grading
     cpu_seconds: int = 60  # CPU time of the sandboxed process
     memory_mb: int = 1024  # extra memory over the zygote's baseline
+    # What the trusted side decodes and holds of the submission's answers (judge.box.job):
+    answer_mb: int = 64  # the largest single answer (header and tensor bytes), MB
+    answers_mb: int = 256  # all of one grading's answers together, MB
     metrics_bytes: int = 1 << 20  # T3: the experiment's metrics, as JSON, at most (checked before any copy)
     artifact_bytes: int = 1 << 20  # T3: each file the plots write (metrics.json, each SVG), at most
     plot_seconds: float = 5.0  # T3: drawing the plots of one grading, at most (then a placeholder figure)
-
-
-@dataclass(frozen=True)
-class WrongSolution:
-    name: str  # file stem, e.g. "inclusive_endpoints"
-    path: Path
-    expect_tier: str  # the tier that must reject it ("T0".."T3")
-    summary: str  # first docstring line
 
 
 @dataclass
@@ -115,15 +112,20 @@ class Exercise:
         return self.reference_dir / "oracle.py"
 
     def wrong_solutions(self) -> list[WrongSolution]:
-        out = []
-        for p in sorted((self.reference_dir / "wrong").glob("*.py")):
-            text = p.read_text()
-            m = _EXPECT.search(text)
-            if not m:
-                raise ExerciseError(f"{p}: a known-wrong solution declares 'expect: T<n>' in its docstring")
-            doc = re.search(r'"""\s*(.+)', text)
-            out.append(WrongSolution(p.stem, p, m.group(1), doc.group(1).strip() if doc else ""))
-        return out
+        """The known mistakes (``wrong.toml`` built against the reference, and ``wrong/*.py``)."""
+        return load_wrong_solutions(self.reference_dir, self.spec_path)
+
+    def wrong_solution(self, name: str) -> WrongSolution:
+        """One known mistake by name; an ExerciseError lists the names there are."""
+        found = {w.name: w for w in self.wrong_solutions()}
+        if name not in found:
+            raise ExerciseError(f"exercise {self.slug} has no known-wrong solution {name!r}; "
+                                f"expected one of: {', '.join(found) or 'none'}")
+        return found[name]
+
+    def equivalent_mutants(self) -> list[EquivalentMutant]:
+        """The mutants ``reference/<slug>/mutants.toml`` declares equivalent, with their reasons."""
+        return load_equivalent_mutants(self.reference_dir)
 
     @cached_property
     def ref(self) -> ModuleType:
@@ -189,6 +191,9 @@ def load_exercise(folder: Path) -> Exercise:
         raise ExerciseError(f"{toml_path}: {type(e).__name__}: {e}") from e
     if not functions:
         raise ExerciseError(f"{toml_path}: declares no functions")
+    if "equivalent_mutants" in data:  # learner-visible: the reasons would reveal the reference
+        raise ExerciseError(f"{toml_path}: equivalent_mutants belong in reference/{slug}/mutants.toml "
+                            f"as [[equivalent]] entries, not in the learner-visible exercise.toml")
     for p in (ex.spec_path, ex.starter_path, ex.experiment_path):
         if not p.is_file():
             raise ExerciseError(f"exercise {slug}: missing {p.name}")

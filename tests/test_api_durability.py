@@ -9,10 +9,10 @@ import re
 import sqlite3
 import time
 
-from judge.exercise import REPO_ROOT
+from judge.exercise import REPO_ROOT, load_exercise
 
 REF = (REPO_ROOT / "reference/glm5_mis/solution.py").read_text()
-WRONG = (REPO_ROOT / "reference/glm5_mis/wrong/inclusive_endpoints.py").read_text()
+WRONG = load_exercise(REPO_ROOT / "exercises/glm5_mis").wrong_solution("inclusive_endpoints").source
 WRONG_TIER = re.search(r"expect:\s*(T[0-3])", WRONG).group(1)
 SLOW_REF = REF + "\nimport time as _t\n_t.sleep(2)\n"  # still running when the service is killed
 

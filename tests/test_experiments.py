@@ -116,7 +116,7 @@ def _impls(slug: str) -> dict:
     out = {"reference": ex.ref, "independent": load_module(SOLUTIONS / f"{slug}_independent.py",
                                                           f"_test_{slug}_independent")}
     for w in ex.wrong_solutions():
-        out[f"wrong/{w.name}"] = load_module(w.path, f"_test_{slug}_wrong_{w.name}")
+        out[w.label] = w.load(f"_test_{slug}_wrong_{w.name}")
     return out
 
 

@@ -66,7 +66,7 @@ def _by_tier(results):
 
 def test_results_map_tiers_and_tests_to_gradescope_tests():
     wrong = next(w for w in GSPO.wrong_solutions() if w.expect_tier == "T1")
-    v = grade(GSPO, wrong.path.read_text(), sandbox=None, seed=3)
+    v = grade(GSPO, wrong.source, sandbox=None, seed=3)
     res = gradescope_results(GSPO, v, CONFIG)
     tiers = _by_tier(res)
     assert list(tiers) == list(TIERS)

@@ -59,7 +59,7 @@ def test_each_exercise_has_eight_wrong_solutions(slug):
 @pytest.mark.parametrize("slug,wrong", WRONG, ids=[f"{s}-{w.name}" for s, w in WRONG])
 def test_wrong_solution_fails_its_declared_tier(slug, wrong, sandbox):
     ex = EXERCISES[slug]
-    v = grade(ex, wrong.path.read_text(), sandbox=sandbox, mode="submit", seed=1234)
+    v = grade(ex, wrong.source, sandbox=sandbox, mode="submit", seed=1234)
     assert v.verdict == "rejected", f"{wrong.name} was accepted"
     assert tier(v, wrong.expect_tier).status == "failed", \
         f"{wrong.name} should fail {wrong.expect_tier}:\n{summary(v)}"
@@ -86,8 +86,8 @@ def test_run_mode_runs_visible_tests_with_the_fixed_seed(sandbox):
 def test_a_seed_replays_the_same_result(sandbox):
     ex = EXERCISES["glm5_mis"]
     wrong = next(w for w in ex.wrong_solutions() if w.expect_tier == "T1")
-    a = grade(ex, wrong.path.read_text(), sandbox=sandbox, seed=99)
-    b = grade(ex, wrong.path.read_text(), sandbox=sandbox, seed=99)
+    a = grade(ex, wrong.source, sandbox=sandbox, seed=99)
+    b = grade(ex, wrong.source, sandbox=sandbox, seed=99)
     strip = lambda v: [(t.tier, [(r.name, r.status, r.message) for r in t.tests]) for t in v.tiers]
     assert strip(a) == strip(b) and a.seed == b.seed == 99
 

@@ -50,14 +50,12 @@ def test_a_surviving_mutant_fails_until_it_is_listed_as_equivalent(tmp_path, san
     rep = validate_exercise(ex_dir, sandbox=sandbox)
     mut = _check(rep, "mutants")
     assert not rep.ok and mut.status == "failed" and rep.mutation.survived == 2
-    assert all(i in mut.detail for i in ids) and "equivalent_mutants" in mut.detail
+    assert all(i in mut.detail for i in ids) and "mutants.toml" in mut.detail
     assert "SURVIVED" in render_exercise(rep)
 
-    toml = ex_dir / "exercise.toml"
-    base = toml.read_text()
-    listed = "".join(f'\n[[equivalent_mutants]]\nid = "{i}"\nreason = "the outer where already selects x"\n'
+    listed = "".join(f'\n[[equivalent]]\nid = "{i}"\nreason = "the outer where already selects x"\n'
                      for i in ids)
-    toml.write_text(base + listed + '\n[[equivalent_mutants]]\nid = "solution.py:99:Lt->LtE"\nreason = "old"\n')
+    (ref_dir / "mutants.toml").write_text(listed + '\n[[equivalent]]\nid = "solution.py:99:Lt->LtE"\nreason = "old"\n')
     rep = validate_exercise(ex_dir, sandbox=sandbox)
     assert rep.ok, render_exercise(rep)
     assert rep.mutation.equivalent == 2 and rep.mutation.survived == 0
@@ -91,9 +89,9 @@ def test_a_broken_descriptor_stops_validation_with_its_reason(tmp_path):
     assert not rep.ok and [c.name for c in rep.checks] == ["descriptor"]
     assert "the starter (starter.py) does not define masked_mean" in rep.checks[0].detail
 
-    ex_dir, _ = _scaffold(tmp_path, "val_equiv_table")
-    with (ex_dir / "exercise.toml").open("a") as f:
-        f.write('\n[[equivalent_mutants]]\nid = "solution.py:3:Lt->LtE"\n')
+    ex_dir, ref_dir = _scaffold(tmp_path, "val_equiv_table")
+    with (ref_dir / "mutants.toml").open("a") as f:
+        f.write('\n[[equivalent]]\nid = "solution.py:3:Lt->LtE"\n')
     rep = validate_exercise(ex_dir, sandbox=None)
     assert not rep.ok and "needs an id and a non-empty reason" in rep.checks[0].detail
 

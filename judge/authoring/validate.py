@@ -4,7 +4,8 @@ For each exercise folder:
 
 - **descriptor**: ``exercise.toml`` parses; every declared function is defined in the starter and
   in the reference; the tests, reference, oracle and experiment import; the known-wrong solutions
-  declare their tier; ``[[equivalent_mutants]]`` entries have an id and a reason.
+  (``wrong.toml`` entries build against the reference, ``wrong/*.py`` files) declare their tier
+  and spec section; ``mutants.toml``'s ``[[equivalent]]`` entries have an id and a reason.
 - **spec**: ``spec.md`` mentions every declared function.
 - **reference accepted** (through the sandbox, submit mode, the validation seed).
 - **T3 artifacts**: that run wrote a plot (SVG or PNG) and ``metrics.json``.
@@ -15,7 +16,7 @@ For each exercise folder:
 - **starter rejected** and **known-wrong rejected** (each in its declared tier; sandbox).
 - **mutants**: simple mutants of the reference (``judge.authoring.mutate``) are graded in-process, tier by
   tier, stopping at the first failing tier; a mutant that survives every tier fails validation
-  unless ``exercise.toml`` lists it as equivalent, with a reason.
+  unless ``reference/<slug>/mutants.toml`` lists it as equivalent, with a reason.
 
 The result is a ``ValidationReport`` (pydantic, in ``judge.authoring.report`` with ``render``, which
 prints it as a table; both stay importable from here).
@@ -29,7 +30,6 @@ import signal
 import tempfile
 import threading
 import time
-import tomllib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -38,6 +38,7 @@ from pydantic import BaseModel
 
 from judge.errors import ExerciseError, JudgeError
 from judge.exercise import EXERCISES_DIR, TIERS, Exercise, load_exercise
+from judge.wrong import EquivalentMutant
 from judge.authoring.report import (CheckResult, CheckStatus, ExerciseReport, MutantResult,  # noqa: F401
                                     MutantStatus, MutationReport, ValidationReport, render,
                                     render_exercise, render_summary)
@@ -47,31 +48,7 @@ log = logging.getLogger("judge.authoring.validate")
 
 DEFAULT_SEED = 1234
 DEFAULT_MAX_MUTANTS = 60
-class EquivalentMutant(BaseModel):
-    id: str
-    reason: str
-
-
 # --- the descriptor ------------------------------------------------------------------------
-def equivalent_mutants(folder: Path) -> list[EquivalentMutant]:
-    """The ``[[equivalent_mutants]]`` table of ``exercise.toml``; a bad entry is an ExerciseError."""
-    toml_path = Path(folder) / "exercise.toml"
-    data = tomllib.loads(toml_path.read_text())
-    entries = data.get("equivalent_mutants", [])
-    if not isinstance(entries, list):
-        raise ExerciseError(f"{toml_path}: equivalent_mutants must be an array of tables")
-    out = []
-    for k, e in enumerate(entries):
-        if not isinstance(e, dict) or not str(e.get("id", "")).strip() or not str(e.get("reason", "")).strip():
-            raise ExerciseError(f"{toml_path}: equivalent_mutants[{k}] needs an id and a non-empty reason")
-        out.append(EquivalentMutant(id=str(e["id"]).strip(), reason=str(e["reason"]).strip()))
-    ids = [e.id for e in out]
-    dups = sorted({i for i in ids if ids.count(i) > 1})
-    if dups:
-        raise ExerciseError(f"{toml_path}: equivalent_mutants lists {dups} more than once")
-    return out
-
-
 def defined_functions(path: Path) -> set[str]:
     """Names of the module-level functions a file defines (parsed, never imported)."""
     try:
@@ -85,7 +62,7 @@ def _check_descriptor(folder: Path) -> tuple[CheckResult, Exercise | None, list[
     t0 = time.perf_counter()
     try:
         ex = load_exercise(folder)
-        equivalents = equivalent_mutants(folder)
+        equivalents = ex.equivalent_mutants()
         problems = []
         for label, path in (("the starter", ex.starter_path), ("the reference", ex.solution_path)):
             if not path.is_file():
@@ -109,7 +86,7 @@ def _check_descriptor(folder: Path) -> tuple[CheckResult, Exercise | None, list[
     if empty:
         return _result("descriptor", "failed", f"no tests in tier(s) {', '.join(empty)}", t0), None, equivalents
     if not wrong:
-        return _result("descriptor", "failed", f"no known-wrong solutions in {ex.reference_dir / 'wrong'}",
+        return _result("descriptor", "failed", f"no known-wrong solutions in {ex.reference_dir} (wrong.toml, wrong/*.py)",
                        t0), None, equivalents
     return _result("descriptor", "passed", detail, t0), ex, equivalents
 
@@ -264,14 +241,14 @@ def _check_deterministic(ex: Exercise, g: _Grader, work: Path, first: Verdict) -
     if normalized(first) != normalized(second):
         diff = "the reference: " + _first_difference(normalized(first), normalized(second))
     wrong = ex.wrong_solutions()[0]
-    wsrc = wrong.path.read_text()
+    wsrc = wrong.source
     a = g.boxed(ex, wsrc, mode="submit", tiers=[wrong.expect_tier])
     b = g.boxed(ex, wsrc, mode="submit", tiers=[wrong.expect_tier])
     if diff is None and normalized(a) != normalized(b):
-        diff = f"wrong/{wrong.name}.py: " + _first_difference(normalized(a), normalized(b))
+        diff = f"{wrong.label}: " + _first_difference(normalized(a), normalized(b))
     if diff:
         return _result("deterministic", "failed", f"seed {g.seed}, two runs differ at {diff}", t0)
-    return _result("deterministic", "passed", f"seed {g.seed}: reference and wrong/{wrong.name}.py, "
+    return _result("deterministic", "passed", f"seed {g.seed}: reference and {wrong.label}, "
                    f"two runs each, same documents apart from timings", t0)
 
 
@@ -304,11 +281,11 @@ def _check_wrong(ex: Exercise, g: _Grader) -> CheckResult:
     wrong = ex.wrong_solutions()
     bad = []
     for w in wrong:
-        v = g.boxed(ex, w.path.read_text(), mode="submit", tiers=[w.expect_tier])
+        v = g.boxed(ex, w.source, mode="submit", tiers=[w.expect_tier])
         tier = next(t for t in v.tiers if t.tier == w.expect_tier)
         if tier.status != "failed":
             why = _failures(v, 1) if v.verdict != "accepted" else "accepted"
-            bad.append(f"wrong/{w.name}.py passes {w.expect_tier} (expect: {w.expect_tier}; "
+            bad.append(f"{w.label} passes {w.expect_tier} (expect: {w.expect_tier}; "
                        f"tier {tier.status}{'; ' + why if why else ''})")
     if bad:
         return _result("known-wrong rejected", "failed", "; ".join(bad), t0)
@@ -399,7 +376,7 @@ def _check_mutants(ex: Exercise, g: _Grader, equivalents: list[EquivalentMutant]
                 report.killed += 1
                 if m.id in listed:
                     report.warnings.append(f"{m.id} is listed as equivalent but is killed by {killed_by}: "
-                                           f"remove it from exercise.toml")
+                                           f"remove it from mutants.toml")
             elif m.id in listed:
                 status = "equivalent"
                 report.equivalent += 1
@@ -416,7 +393,7 @@ def _check_mutants(ex: Exercise, g: _Grader, equivalents: list[EquivalentMutant]
     if report.survived:
         survivors = [m.id for m in report.mutants if m.status == "survived"]
         return _result("mutants", "failed", detail + ": " + ", ".join(survivors) +
-                       " (add a test that kills each, or list it in [[equivalent_mutants]] with a reason)",
+                       f" (add a test that kills each, or list it in reference/{ex.slug}/mutants.toml as [[equivalent]] with a reason)",
                        t0), report
     if report.warnings:
         return _result("mutants", "warning", detail + "; " + "; ".join(report.warnings), t0), report
