@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import site
+import socket
 import subprocess
 import sys
-import sysconfig
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -89,14 +91,25 @@ def test_the_installed_judge_imports_from_its_venv_not_the_checkout(installed):
         assert Path(line).resolve().is_relative_to(venv), out
 
 
-def test_the_installed_judge_scaffolds_validates_and_grades_a_pack(installed):
-    py, judge, work, _ = installed
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("JUDGE_") and k != "PYTHONPATH"}
+
+
+@pytest.fixture(scope="module")
+def pack(installed) -> Path:
+    """A pack outside the checkout, scaffolded by the installed judge."""
+    _, judge, work, _ = installed
     pack = work / "pack"
     pack.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in (EXERCISES_ENV, "PYTHONPATH")}
     # `judge new` reads its templates from the installed package; the pack's default is ./
-    run(judge, "new", SLUG, cwd=pack, env=env)
+    run(judge, "new", SLUG, cwd=pack, env=clean_env())
     assert (pack / "exercises" / SLUG / "exercise.toml").is_file()
+    return pack
+
+
+def test_the_installed_judge_validates_and_grades_a_pack(installed, pack):
+    py, judge, work, _ = installed
+    env = clean_env()
     run(judge, "validate", "--all", "--no-mutants", cwd=pack, env=env)
 
     r = run(judge, "local", SLUG, "--reference", "--json", "--out", work / "out",
@@ -105,3 +118,56 @@ def test_the_installed_judge_scaffolds_validates_and_grades_a_pack(installed):
     assert v.exercise == SLUG and v.verdict == "accepted"
     assert [t.tier for t in v.tiers] == ["T0", "T1", "T2", "T3"]
     assert v.sandbox, "graded in the sandbox"
+
+
+def test_the_installed_judge_exports_a_pack(installed, pack):
+    _, judge, work, _ = installed
+    out = work / "export.zip"
+    run(judge, "export", SLUG, "--exercises", pack, "--out", out, cwd=work, env=clean_env())
+    names = set(zipfile.ZipFile(out).namelist())
+    assert {"setup.sh", "run_autograder", "judge/cli.py", "sandbox/zygote.py",
+            f"exercises/{SLUG}/exercise.toml", f"reference/{SLUG}/solution.py"} <= names
+
+
+def test_the_installed_judge_serves_a_pack(installed, pack):
+    import httpx
+
+    _, judge, work, _ = installed
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    root = work / "serve"
+    root.mkdir()
+    env = {**clean_env(), "JUDGE_API_KEYS": "wheel-key", "JUDGE_WORKERS": "1"}
+    with open(root / "server.log", "wb") as log:
+        proc = subprocess.Popen([str(judge), "serve", "--port", str(port), "--exercises", str(pack)],
+                                cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    url, auth = f"http://127.0.0.1:{port}", {"Authorization": "Bearer wheel-key"}
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, (root / "server.log").read_text()
+            try:
+                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, (root / "server.log").read_text()
+            time.sleep(0.2)
+        listed = httpx.get(url + "/exercises", headers=auth, timeout=30).json()
+        assert SLUG in str(listed)
+        code = (pack / "reference" / SLUG / "solution.py").read_text()
+        r = httpx.post(url + "/submit?wait=60", headers=auth, timeout=90,
+                       json={"exercise": SLUG, "mode": "submit", "code": code})
+        assert r.status_code == 200, r.text
+        verdict = r.json()["verdict"]  # {"status": "done", "verdict": the document}
+        assert verdict["exercise"] == SLUG and verdict["verdict"] == "accepted"
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
