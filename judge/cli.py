@@ -16,7 +16,6 @@ import argparse
 import json
 import logging
 import sys
-import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -128,7 +127,7 @@ def read_source(path: Path) -> str:
 def cmd_local(args: argparse.Namespace) -> int:
     from judge.grading import grade, warm
     from judge.report import render
-    from judge.box.sandbox import Sandbox
+    from judge.box.sandbox import StartingSandbox
 
     t0 = time.perf_counter()
     exercise = resolve(args.exercise, exercises_dir(args.pack))
@@ -140,26 +139,11 @@ def cmd_local(args: argparse.Namespace) -> int:
     out_dir = args.out or Path("judge-out") / f"{exercise.slug}-{datetime.now():%Y%m%d-%H%M%S}"
 
     # Start the zygote (it imports torch) while this process loads the tests and the reference.
-    box: dict = {}
-
-    def start() -> None:
-        try:
-            box["sandbox"] = Sandbox()
-        except BaseException as e:  # noqa: BLE001 - reported below
-            box["error"] = e
-
-    starter = threading.Thread(target=start, daemon=True)
-    if not args.no_sandbox:
-        starter.start()
-    else:
+    starting = None if args.no_sandbox else StartingSandbox()
+    if starting is None:
         log.warning("--no-sandbox: the submission runs in the judge's process, without isolation")
     warm([exercise])
-    sandbox = None
-    if not args.no_sandbox:
-        starter.join()
-        if "error" in box:
-            raise box["error"]
-        sandbox = box["sandbox"]
+    sandbox = None if starting is None else starting.get()
     startup_ms = (time.perf_counter() - t0) * 1000
     try:
         verdict = grade(exercise, source, sandbox=sandbox, mode=args.mode, seed=args.seed,

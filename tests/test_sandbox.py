@@ -6,7 +6,10 @@ import os
 import subprocess
 import sys
 
-from judge.box.sandbox import Sandbox
+import pytest
+
+from judge.box.sandbox import Sandbox, StartingSandbox
+from judge.errors import IsolationUnavailable
 
 
 def test_scratch_of_a_killed_sandbox_is_wiped_by_the_next(tmp_path):
@@ -123,3 +126,35 @@ def test_a_verdict_names_every_layer_in_force(sandbox):
     if os.geteuid() == 0:  # this machine, as root: every layer
         assert {"pid-namespace", "net-namespace", "uid 65534", "seccomp",
                 "cgroup memory+pids"} <= set(v.sandbox), v.sandbox
+
+
+def test_a_sandbox_started_in_the_background_raises_what_stopped_it(tmp_path):
+    """StartingSandbox (how judge local, validate and the workers start the zygote while they
+    load exercises): get() waits and re-raises the start's error; close() after a failed start
+    has nothing to close."""
+    starting = StartingSandbox(scratch_root=str(tmp_path / "missing" / "dir"))
+    with pytest.raises(FileNotFoundError):
+        starting.get()
+    starting.close()
+    ok = StartingSandbox(scratch_root=str(tmp_path))
+    box = ok.get()
+    try:
+        assert box.alive and box.info.get("event") == "ready" and ok.get() is box
+    finally:
+        ok.close()
+    assert not box.scratch_root.exists()
+
+
+def test_required_isolation_that_is_missing_is_refused(tmp_path, monkeypatch):
+    """require_isolation (the service's workers, unless told to allow a weak sandbox): a machine
+    without Landlock or seccomp gets IsolationUnavailable, and the zygote started is closed."""
+    monkeypatch.setattr(Sandbox, "weaknesses", property(lambda self: ["seccomp (the syscall deny-list)"]))
+    started = []
+    real_start = Sandbox._start
+    monkeypatch.setattr(Sandbox, "_start", lambda self, t: (started.append(self), real_start(self, t)))
+    with pytest.raises(IsolationUnavailable, match="without seccomp"):
+        Sandbox(scratch_root=str(tmp_path), require_isolation=True)
+    (box,) = started
+    assert box.proc.poll() is not None and not box.scratch_root.exists()
+    weak = Sandbox(scratch_root=str(tmp_path))  # judge local only warns
+    weak.close()

@@ -3,6 +3,8 @@ verdict, artifacts under the data dir), previews, and the pool restarting a work
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import os
 import signal
@@ -103,3 +105,12 @@ def test_pool_restarts_a_dead_worker_and_retries_its_job(cfg):
         assert pool.slots[0]["generation"] == 2
     finally:
         pool.stop()
+
+
+def test_workers_require_isolation_unless_a_weak_sandbox_is_allowed(cfg):
+    """The service's sandbox refuses a machine without Landlock or seccomp (the worker exits
+    EXIT_REFUSED on IsolationUnavailable) unless JUDGE_ALLOW_WEAK_SANDBOX says otherwise."""
+    strict = Worker(cfg, "wstrict", 0, 1).sandbox_options()
+    weak = Worker(dataclasses.replace(cfg, allow_weak_sandbox=True), "wweak", 0, 1).sandbox_options()
+    assert strict == {"spares": True, "require_isolation": True}
+    assert weak == {"spares": True, "require_isolation": False}

@@ -36,6 +36,7 @@ from typing import Iterator
 
 from pydantic import BaseModel
 
+from judge.box.sandbox import StartingSandbox
 from judge.errors import ExerciseError, JudgeError
 from judge.exercise import EXERCISES_DIR, TIERS, Exercise, load_exercise
 from judge.wrong import EquivalentMutant
@@ -148,32 +149,6 @@ def _first_difference(a: dict, b: dict, path: str = "") -> str:
     return f"{path}: {str(a)[:200]!r} vs {str(b)[:200]!r}"
 
 
-class _Starting:
-    """A sandbox starting in a background thread; ``get()`` waits for it."""
-
-    def __init__(self, factory):
-        self._box: dict = {}
-        self._thread = threading.Thread(target=self._start, args=(factory,), daemon=True)
-        self._thread.start()
-
-    def _start(self, factory) -> None:
-        try:
-            self._box["sandbox"] = factory()
-        except BaseException as e:  # noqa: BLE001 - re-raised by get()
-            self._box["error"] = e
-
-    def get(self):
-        self._thread.join()
-        if "error" in self._box:
-            raise self._box["error"]
-        return self._box["sandbox"]
-
-    def close(self) -> None:
-        self._thread.join()
-        if "sandbox" in self._box:
-            self._box["sandbox"].close()
-
-
 class _Grader:
     """Grading calls for one validation run: the sandbox (shared) and the in-process path."""
 
@@ -182,7 +157,7 @@ class _Grader:
 
     @property
     def sandbox(self):
-        return self._sandbox.get() if isinstance(self._sandbox, _Starting) else self._sandbox
+        return self._sandbox.get() if isinstance(self._sandbox, StartingSandbox) else self._sandbox
 
     def boxed(self, ex: Exercise, source: str, **kw) -> Verdict:
         from judge.grading import grade
@@ -447,14 +422,12 @@ def validate(folders: list[Path], *, sandbox=None, seed: int = DEFAULT_SEED,
     """Validate ``folders`` with one sandbox for the whole run (started here unless given)."""
     import torch
 
-    from judge.box.sandbox import Sandbox
-
     t0 = time.perf_counter()
     own = sandbox is None
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # like the sandbox: in-process grading stays comparable and polite
     if own:  # start the zygote (~1-3 s) while the first exercise's descriptor is checked
-        sandbox = _Starting(Sandbox)
+        sandbox = StartingSandbox()
     try:
         reports = []
         for folder in folders:

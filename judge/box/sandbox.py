@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from judge.errors import SandboxError, SubmissionFailure
+from judge.errors import IsolationUnavailable, SandboxError, SubmissionFailure
 from judge.exercise import Limits
 from judge.box.job import Job, JobHost, _wipe
 import sandbox
@@ -86,8 +86,9 @@ class Sandbox:
 
     def __init__(self, scratch_root: str | None = None, start_timeout: float = 60.0,
                  require_isolation: bool = False, spares: bool = False):
-        """``require_isolation``: refuse to run when Landlock or seccomp is missing (the service
-        does; ``judge local`` only warns). ``spares``: keep locked-down children forked ahead
+        """``require_isolation``: refuse to run when Landlock or seccomp is missing
+        (``IsolationUnavailable``; the service does, unless told to allow a weak sandbox;
+        ``judge local`` only warns). ``spares``: keep locked-down children forked ahead
         (``SPARES_AHEAD``; the service's workers do: it takes the fork and lockdown off each
         verdict's path)."""
         self.spares = spares
@@ -116,7 +117,7 @@ class Sandbox:
         if self.weaknesses:
             if require_isolation:
                 self.close()
-                raise SandboxError("refusing to run untrusted code without " + " and ".join(
+                raise IsolationUnavailable("refusing to run untrusted code without " + " and ".join(
                     self.weaknesses) + "; set JUDGE_ALLOW_WEAK_SANDBOX=1 (judge serve "
                     "--allow-weak-sandbox) to accept the risk")
             log.warning("the sandbox runs without %s", " and ".join(self.weaknesses))
@@ -291,6 +292,36 @@ class Sandbox:
         deadline = time.monotonic() + timeout
         while self._finish_q.unfinished_tasks and time.monotonic() < deadline:
             time.sleep(0.005)
+
+
+class StartingSandbox:
+    """A ``Sandbox`` started in a background thread: its zygote (a fresh interpreter that imports
+    torch, 1-3 s) starts while the caller loads exercises. ``get()`` waits for it and raises
+    what stopped it; ``close()`` closes it once it has started."""
+
+    def __init__(self, **options):
+        self._sandbox: Sandbox | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._start, args=(options,), name="sandbox-start",
+                                        daemon=True)
+        self._thread.start()
+
+    def _start(self, options: dict) -> None:
+        try:
+            self._sandbox = Sandbox(**options)
+        except BaseException as e:  # noqa: BLE001 - raised by get()
+            self._error = e
+
+    def get(self) -> Sandbox:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._sandbox
+
+    def close(self) -> None:
+        self._thread.join()
+        if self._sandbox is not None:
+            self._sandbox.close()
 
 
 def _run_tasks(tasks: queue.Queue, name: str) -> None:

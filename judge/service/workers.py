@@ -29,6 +29,7 @@ import threading
 import time
 from pathlib import Path
 
+from judge.errors import IsolationUnavailable
 from judge.service.catalog import load_catalog, preview_dir
 from judge.service.config import Config
 from judge.service.idle import IdleWorkers
@@ -69,34 +70,22 @@ class Worker:
 
     # start-up ------------------------------------------------------------------------------
     def prepare(self) -> None:
-        box: dict = {}
+        from judge.box.sandbox import StartingSandbox
 
-        def start() -> None:
-            try:
-                box["sandbox"] = self.new_sandbox()
-            except BaseException as e:  # noqa: BLE001 - re-raised below
-                box["error"] = e
-
-        starter = threading.Thread(target=start, daemon=True)
-        starter.start()  # the zygote imports torch while this process loads the exercises
+        starting = StartingSandbox(**self.sandbox_options())  # the zygote imports torch meanwhile
         self.preload()
-        starter.join()
-        if "error" in box:
-            raise box["error"]
-        self.sandbox = box["sandbox"]
+        self.sandbox = starting.get()
+
+    def sandbox_options(self) -> dict:
+        """A warm zygote (fork+exec of a fresh interpreter, scrubbed environment) with spare
+        children forked ahead; refused (``IsolationUnavailable``) when it lacks a layer the
+        service requires."""
+        return {"spares": True, "require_isolation": not self.cfg.allow_weak_sandbox}
 
     def new_sandbox(self):
-        """A warm zygote (fork+exec of a fresh interpreter, scrubbed environment) with a spare
-        child forked ahead; refused when it lacks a layer the service requires."""
         from judge.box.sandbox import Sandbox
 
-        box = Sandbox(spares=True)
-        if box.weaknesses and not self.cfg.allow_weak_sandbox:
-            box.close()
-            raise WeakSandbox("refusing to grade untrusted code without " + " and ".join(
-                box.weaknesses) + "; set JUDGE_ALLOW_WEAK_SANDBOX=1 (judge serve "
-                "--allow-weak-sandbox) to accept the risk")
-        return box
+        return Sandbox(**self.sandbox_options())
 
     def preload(self) -> None:
         from judge.grading import warm
@@ -250,10 +239,6 @@ class Worker:
             self.sandbox.close()
 
 
-class WeakSandbox(Exception):
-    """The machine cannot provide the isolation the service requires."""
-
-
 EXIT_REFUSED = 78  # a worker's exit status when it refuses to run (EX_CONFIG): not restarted
 
 
@@ -274,7 +259,7 @@ def worker_main(cfg: Config, name: str, index: int, count: int, ready, stop, idl
         ready.set()
         log.info("worker %s ready (pid %d)", name, os.getpid())
         worker.serve(stop, idle, parent_pid, busy)
-    except WeakSandbox as e:
+    except IsolationUnavailable as e:
         log.critical("%s", e)
         code = EXIT_REFUSED
     finally:
