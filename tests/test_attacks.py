@@ -333,3 +333,47 @@ def checkout_is_unchanged():
     before = repo_digest()
     yield
     assert repo_digest() == before, "an attack changed a file of the checkout"
+
+
+def peak_rss_mb() -> float:
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@pytest.mark.usefixtures("then_reference_is_graded")
+class TestInputsAndAnswers:
+    """What a test sends stays as sent (judge.readonly); an answer's shape is checked before the
+    trusted side converts or copies it (T3)."""
+
+    def test_rewriting_an_input_to_steer_the_expectation_is_caught_in_every_test(self, sandbox):
+        v = run_attack("steer_expectations", sandbox, REFERENCE=EX.solution_path.read_text())
+        assert v.verdict == "rejected" and v.error is None, v.error
+        extreme = next(t for tier in v.tiers for t in tier.tests if t.name == "test_extreme_log_ratios")
+        assert extreme.status == "failed"
+        assert "modified its input(s) in place" in extreme.message and "`rollout_logp` written at" in extreme.message
+        # only the tests whose inputs overflow a ratio see a write; the others pass as for the reference
+        assert any(t.status == "passed" for tier in v.tiers for t in tier.tests)
+
+    def test_flipping_an_inputs_requires_grad_is_reported(self, sandbox):
+        v = run_attack("flip_requires_grad", sandbox, REFERENCE=EX.solution_path.read_text())
+        assert v.verdict == "rejected" and v.error is None, v.error
+        messages = [t.message for tier in v.tiers for t in tier.tests if t.status == "failed"]
+        assert any("`rollout_logp` had its requires_grad flag changed from False to True" in m
+                   for m in messages), messages
+
+    @pytest.mark.parametrize("shape", [(1, 3000, 100), (1, 335544, 100)])
+    def test_a_t3_answer_of_the_wrong_shape_is_feedback_bounded_in_time_and_memory(self, sandbox, shape,
+                                                                                 tmp_path):
+        gspo = discover()["gspo"]
+        src = (ATTACKS / "huge_t3_answer.py").read_text().replace("{{REFERENCE}}", gspo.solution_path.read_text())
+        v = grade(gspo, src.replace("{{SHAPE}}", repr(shape)), sandbox=sandbox, mode="submit", seed=7,
+                  out_dir=tmp_path)
+        assert v.verdict == "rejected"
+        assert peak_rss_mb() < 1536, f"the judge's peak memory: {peak_rss_mb():.0f} MB"
+        assert sum(a.size for a in v.artifacts) < 1 << 20
+        if v.error is not None:  # refused as too large an answer before anything was decoded
+            assert v.error.kind != "internal" and v.exit_code != 4, v.error
+            return
+        t3 = next(t for t in v.tiers if t.tier == "T3")
+        assert t3.status == "failed", [(t.status, t.message) for t in t3.tests]
+        assert f"sequence_ratio returned shape {shape}, expected (3,)" in t3.tests[0].message

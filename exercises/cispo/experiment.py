@@ -45,7 +45,7 @@ from pathlib import Path
 import torch
 
 from judge.svgplot import save_figures
-from judge.testing import batch  # independent calls: one round trip to the sandbox
+from judge.testing import batch, check_tensor  # batch: independent calls, one round trip to the sandbox
 
 STALENESS = [0, 1, 2, 4, 8]
 ANCHORS = ["old", "rollout"]
@@ -138,10 +138,10 @@ class _Trainer:
         step's statistics, or None when they were taken here (weights of an odd shape or type)."""
         z_now, z_leaf, logp, anchor_logp, adv, loss, w = self.sent
         self.sent = None
-        loss = loss.value
+        loss = check_tensor(loss.value, what="cispo_loss", shape=())
         (loss * K).backward()
         with torch.no_grad():
-            w = w.value
+            w = check_tensor(w.value, what="cispo_weights", shape=tuple(logp.shape))
             # Now, before the next anchor's answers: their in-place changes to the shared mask
             # would be copied back into it.
             mask = draw.mask

@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from judge.svgplot import save_figures
-from judge.testing import batch  # independent calls: one round trip to the sandbox
+from judge.testing import batch, check_tensor  # batch: independent calls, one round trip to the sandbox
 
 CLIP_LOW = 0.2
 CLIP_HIGH = 0.2
@@ -69,7 +69,8 @@ def send_ratio_sweep(impl):
                                 clip_low=CLIP_LOW, clip_high=CLIP_HIGH)
 
     def finish() -> dict:
-        w_, loss_ = w.value, loss.value
+        w_ = check_tensor(w.value, what="masked_is_weights", shape=(1, K))
+        loss_ = check_tensor(loss.value, what="offpolicy_loss", shape=())
         loss_.backward()
         # -N * dL/dlogp is the per-token weight on grad log pi (= w * A with A = 1).
         push = (-K * lp.grad)[0] if lp.grad is not None else torch.zeros(K, dtype=torch.float64)
@@ -169,9 +170,9 @@ def _queue_update(b, logp, rollout_logp, adv, mask):
 def _read_update(sent):
     """(dL/dlogp [2, 1], weights [2, 1]) of a ``_queue_update``."""
     lp, loss, w = sent
-    loss.value.backward()
+    check_tensor(loss.value, what="offpolicy_loss", shape=()).backward()
     g = lp.grad if lp.grad is not None else torch.zeros_like(lp)
-    return g, w.value.detach()
+    return g, check_tensor(w.value, what="masked_is_weights", shape=tuple(lp.shape)).detach()
 
 
 def trajectory(impl) -> torch.Tensor:

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from judge.svgplot import save_figures
-from judge.testing import batch  # independent calls: one round trip to the sandbox
+from judge.testing import batch, check_tensor  # batch: independent calls, one round trip to the sandbox
 
 ARM_REWARDS = [0.0, 0.2, 1.0, 0.0]
 BEST_ARM = 2
@@ -92,7 +92,7 @@ def _train(impl, seed: int, trace: list | None = None) -> list[dict]:
         flat_arms = arms.reshape(-1)                               # [2G]
         old_logp = lsm[rows, flat_arms]                            # [2G], frozen for the 4 epochs
         logp = lsm[rows, flat_arms]                                # [2G], epoch 1's (a separate tensor)
-        adv = torch.cat([a.value.detach().to(torch.float64) for a in advs])   # [2G]
+        adv = torch.cat([_advantages(a) for a in advs])               # [2G]
         # The advantages' signs, for the clip bookkeeping: taken again before a call only if the
         # submission wrote into adv since (an in-place write bumps its version counter).
         adv_pos, adv_neg, adv_version = adv > 0, adv < 0, adv._version
@@ -153,10 +153,16 @@ def _draw_group(b, probs, uniforms):
     return arms, rewards, advs
 
 
+def _advantages(pending) -> torch.Tensor:
+    """One variant's advantages [G] float64, from a pending group_advantages (its shape checked
+    before anything is made of it)."""
+    return check_tensor(pending.value, what="group_advantages", shape=(GROUP_SIZE,)).detach().to(torch.float64)
+
+
 def _logp_grad(pending, logp_leaf):
     """d loss / d logp [2G] float64 from a pending grpo_loss on the leaf ``logp_leaf`` [2G, 1],
     times the number of policies (the loss averages over both); None if not finite."""
-    pending.value.backward()
+    check_tensor(pending.value, what="grpo_loss", shape=()).backward()
     g_logp = logp_leaf.grad
     if g_logp is None:
         g_logp = torch.zeros_like(logp_leaf)
@@ -253,7 +259,7 @@ def _train_guided(impl, seed: int, guide: torch.Tensor) -> list[dict] | None:
                 arms_seen.append(arms.reshape(-1))                 # [2G]
             shared, previous = [(mask, mask._version)], None     # inputs that several calls get
             for it in range(ITERATIONS):                           # every epoch's loss, checked
-                adv = torch.cat([a.value.detach().to(torch.float64) for a in advs[it]])   # [2G]
+                adv = torch.cat([_advantages(a) for a in advs[it]])   # [2G]
                 if tuple(adv.shape) != (n_pol * G,):
                     return None
                 advs[it] = adv

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from judge.svgplot import save_figures
-from judge.testing import batch  # independent calls: one round trip to the sandbox
+from judge.testing import batch, check_tensor  # batch: independent calls, one round trip to the sandbox
 
 CLIP_EPS = 0.2
 SWEEP = [round(0.55 + 0.1 * k, 10) for k in range(10)]  # 0.55 ... 1.45: avoids the band edges 0.8 and 1.2
@@ -56,7 +56,7 @@ def _queue_loss(b, logp, old, adv, mask, clip_eps=CLIP_EPS):
 
 
 def _loss_and_grad(x, pending):
-    loss = pending.value
+    loss = check_tensor(pending.value, what="gspo_loss", shape=())
     loss.backward()
     grad = x.grad if x.grad is not None else torch.zeros_like(x)
     return float(loss.detach()), grad.detach()
@@ -153,7 +153,7 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
             for sign, tag in ((1.0, "pos"), (-1.0, "neg")):
                 swept.append((tag, _queue_loss(b, logp1, old1, torch.tensor([sign], dtype=torch.float64),
                                                torch.tensor([[True]]))))
-    s = s.value.detach().to(torch.float64)
+    s = check_tensor(s.value, what="sequence_ratio", shape=(len(adv),)).detach().to(torch.float64)
     loss, grad = _loss_and_grad(*main)
     a = adv.tolist()
     clipped = [int((ai > 0 and si > 1 + CLIP_EPS) or (ai < 0 and si < 1 - CLIP_EPS)) for ai, si in zip(a, s.tolist())]

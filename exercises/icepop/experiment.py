@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 from judge.svgplot import save_figures
-from judge.testing import batch  # independent calls: one round trip to the sandbox
+from judge.testing import batch, check_tensor  # batch: independent calls, one round trip to the sandbox
 
 F64 = torch.float64
 Z0 = [1.0, 0.5, 0.0, -0.5, -1.0, -2.0]
@@ -72,6 +72,11 @@ def _impl_weights(b, old, rollout, low, high):
     return b.icepop_weights(old[None], rollout[None], mask, low=low, high=high)
 
 
+def _row(pending, n: int) -> torch.Tensor:
+    """The [n] float64 weights of a pending icepop_weights of one row [1, n] (shape checked first)."""
+    return check_tensor(pending.value, what="icepop_weights", shape=(1, n))[0].to(F64)
+
+
 def _impl_grads(b, z0, old, rollout, adv, low, high):
     """Queue icepop_ppo_loss at r = 1 in the batch b; _grads_of(*returned) is the per-action ascent
     gradient g_a = -d loss_a / d z, shape [6, 6].
@@ -87,7 +92,7 @@ def _impl_grads(b, z0, old, rollout, adv, low, high):
 
 
 def _grads_of(Z, loss) -> torch.Tensor:
-    (grad,) = torch.autograd.grad(loss.value, Z)
+    (grad,) = torch.autograd.grad(check_tensor(loss.value, what="icepop_ppo_loss", shape=()), Z)
     return -6.0 * grad.detach().to(F64)
 
 
@@ -128,7 +133,7 @@ def run(impl, out_dir=None, seed=0) -> dict:
 
     weights, grads, grad_mismatch = {}, {}, 0.0
     for name, (w_p, loss_p) in queued.items():
-        w = w_p.value[0].to(F64)
+        w = _row(w_p, 6)
         g = _grads_of(*loss_p)
         grad_mismatch = max(grad_mismatch, float((g - w[:, None] * f).abs().max()))
         weights[name], grads[name] = w, g
@@ -140,12 +145,12 @@ def run(impl, out_dir=None, seed=0) -> dict:
         bias[name], variance[name] = _stats(q, p0, f, grads[name])
 
     # The contrast table: rho -> weight under TIS, IcePop (yours) and GLM-5's strict interval.
-    c_ice = c_ice_p.value[0].to(F64)
+    c_ice = _row(c_ice_p, len(c_old))
     c_rho = torch.exp(c_old)
 
     # Denominator: 2 responses (actions 0-3 with A = 1, actions 4-5 with A = 0.5; NaN padding).
     # At r = 1 each token's PPO loss is -A, so the loss is -sum_t w_t A_t / N with N = 6.
-    loss = float(d_loss_p.value.detach())
+    loss = float(check_tensor(d_loss_p.value, what="icepop_ppo_loss", shape=()).detach())
     w_ice = torch.where((rho >= 0.5) & (rho <= 2.0), rho, torch.zeros_like(rho))
     a_tok = torch.tensor([1.0, 1, 1, 1, 0.5, 0.5], dtype=F64)          # A per token
     n_valid, n_kept = 6, int((w_ice > 0).sum())
@@ -165,7 +170,7 @@ def run(impl, out_dir=None, seed=0) -> dict:
                         "inflation_n_over_n_kept": n_valid / n_kept},
     }
     # what weights.svg draws: your weights over a log-spaced rho sweep
-    s_w = s_w_p.value[0].to(F64)
+    s_w = _row(s_w_p, SWEEP_RHO[2])
     metrics["sweep"] = {"rho": s_rho.tolist(), "icepop": s_w.tolist()}
     if out_dir is not None:
         plot(metrics, out_dir)

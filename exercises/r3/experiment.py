@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from judge.svgplot import save_figures
-from judge.testing import batch  # independent calls: one round trip to the sandbox
+from judge.testing import batch, check_tensor  # batch: independent calls, one round trip to the sandbox
 
 N, D, E, K = 512, 8, 8, 2
 SIGMAS = [0.0, 0.0025, 0.005, 0.01, 0.02, 0.05]
@@ -44,6 +44,11 @@ def _toy(seed: int):
     eps = torch.randn(N, E, generator=g, dtype=f64)  # one noise draw, scaled by each sigma
     probe = torch.randn(N, D, generator=g, dtype=f64)  # a fixed direction for the gradient check
     return x, x @ w_router, w_expert, eps, probe
+
+
+def _output(pending, x: torch.Tensor) -> torch.Tensor:
+    """A pending moe_replay_forward's output, [N, D] like x (shape checked before any use)."""
+    return check_tensor(pending.value, what="moe_replay_forward", shape=tuple(x.shape))
 
 
 def run(impl, out_dir=None, seed: int = 0) -> dict:
@@ -63,7 +68,7 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
         sweep = [(b.moe_replay_forward(x, u_q, idx_q, w_expert, score_function="softmax"),
                   b.moe_replay_forward(x, u, idx_q, w_expert, score_function="softmax")) for u_q, idx_q in sampled]
         routed = b.moe_replay_forward(x, u_leaf, idx_grad, w_expert, score_function="softmax")
-    y_recompute = recompute.value
+    y_recompute = _output(recompute, x)
     set_train = idx_train.sort(dim=-1).values
 
     m = {"N": N, "D": D, "E": E, "k": K, "seed": seed, "sigmas": list(SIGMAS),
@@ -72,8 +77,7 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
          "same_route_max_diff": 0.0}
     per_token = {}
     for sigma, (_, idx_q), (sampler, replay) in zip(SIGMAS, sampled, sweep):
-        y_sampler = sampler.value
-        y_replay = replay.value
+        y_sampler, y_replay = _output(sampler, x), _output(replay, x)
         flipped = (idx_q.sort(dim=-1).values != set_train).any(dim=-1)
         err_rec = (y_recompute - y_sampler).detach().norm(dim=-1)
         err_rep = (y_replay - y_sampler).detach().norm(dim=-1)
@@ -90,7 +94,7 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
         per_token[sigma] = (err_rec, err_rep, flipped)
 
     # Replay still trains the router: the gradient reaches the selected logits and only those.
-    y = routed.value
+    y = _output(routed, x)
     if y.requires_grad:
         (y * probe).sum().backward()
     grad = u_leaf.grad if u_leaf.grad is not None else torch.zeros_like(u)

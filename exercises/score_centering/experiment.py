@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from judge.svgplot import save_figures
-from judge.testing import batch  # independent calls: one round trip to the sandbox
+from judge.testing import batch, check_tensor  # batch: independent calls, one round trip to the sandbox
 
 D = torch.float64
 Z0 = [1.0, 0.5, 0.0, -0.5, -1.0, -2.0]          # trainer logits at step 0
@@ -64,7 +64,7 @@ def _queue_sc(b, z, log_q, ids, rollout, adv):
 
 def _step_sc(z, pending):
     """The logits after one SC step: z [V] is the leaf ``_queue_sc`` made, ``pending`` its loss."""
-    pending.value.backward()
+    check_tensor(pending.value, what="sc_policy_loss", shape=()).backward()
     return z.detach() - LR * z.grad
 
 

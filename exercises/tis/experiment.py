@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from judge.svgplot import save_figures
-from judge.testing import batch  # independent calls: one round trip to the sandbox
+from judge.testing import batch, check_tensor  # batch: independent calls, one round trip to the sandbox
 
 F64 = torch.float64
 Z0 = [1.0, 0.5, 0.0, -0.5, -1.0, -2.0]
@@ -67,7 +67,12 @@ def _impl_weights(b, old, rollout, low, high):
     """Queue the weights of the 6 actions in the batch ``b``; returns a function that reads them."""
     mask = torch.ones(1, 6, dtype=torch.bool)
     pending = b.tis_weights(old[None], rollout[None], mask, clip_low=low, clip_high=high)
-    return lambda: pending.value[0].to(F64)
+    return lambda: _row(pending, 6)
+
+
+def _row(pending, n: int) -> torch.Tensor:
+    """The [n] float64 weights of a pending tis_weights of one row [1, n] (shape checked first)."""
+    return check_tensor(pending.value, what="tis_weights", shape=(1, n))[0].to(F64)
 
 
 def _impl_grads(b, z0, old, rollout, adv, low, high):
@@ -83,7 +88,7 @@ def _impl_grads(b, z0, old, rollout, adv, low, high):
                              torch.ones(6, 1, dtype=torch.bool), tis_low=low, tis_high=high)
 
     def read() -> torch.Tensor:
-        (grad,) = torch.autograd.grad(pending.value, Z)
+        (grad,) = torch.autograd.grad(check_tensor(pending.value, what="tis_ppo_loss", shape=()), Z)
         return -6.0 * grad.detach().to(F64)
 
     return read
@@ -139,12 +144,12 @@ def run(impl, out_dir=None, seed=0) -> dict:
         bias[name], variance[name] = _stats(q, p0, f, grads[name])
 
     # The contrast table: rho -> weight under TIS (yours), IcePop and GLM-5's strict interval.
-    c_tis = c_pending.value[0].to(F64)
+    c_tis = _row(c_pending, len(c_old))
     c_rho = torch.exp(c_old)
 
     # Denominator: 2 responses (actions 0-3 with A = 1, actions 4-5 with A = 0.5; NaN padding).
     # At r = 1 each token's PPO loss is -A, so the loss is -sum_t w_t A_t / N with N = 6.
-    loss = float(d_pending.value.detach())
+    loss = float(check_tensor(d_pending.value, what="tis_ppo_loss", shape=()).detach())
     w_tis = rho.clamp(0.0, 2.0)
     a_tok = torch.tensor([1.0, 1, 1, 1, 0.5, 0.5], dtype=F64)          # A per token
     n_valid, sum_w = 6, float(w_tis.sum())
@@ -163,7 +168,7 @@ def run(impl, out_dir=None, seed=0) -> dict:
                         "loss_if_divided_by_sum_w": float(-(w_tis * a_tok).sum() / sum_w)},
     }
     # what weights.svg draws: your weights over a log-spaced rho sweep
-    s_w = s_pending.value[0].to(F64)
+    s_w = _row(s_pending, SWEEP_RHO[2])
     metrics["sweep"] = {"rho": s_rho.tolist(), "tis": s_w.tolist()}
     if out_dir is not None:
         plot(metrics, out_dir)
