@@ -238,3 +238,26 @@ def test_an_unknown_colour_is_an_error(bad):
                                            ("C3-.", (None, "-.", "C3")), ("", (None, None, None))])
 def test_format_strings_split_like_matplotlibs(fmt, expected):
     assert style.parse_fmt(fmt) == expected
+
+
+def test_drawing_past_its_time_budget_saves_a_placeholder_figure_instead(tmp_path):
+    from judge.svgplot import BudgetExceeded, time_budget
+
+    many = list(range(200_000))  # a wrong answer's shape turned into a line of 200k points
+
+    def draw(fig, m):
+        ax = fig.subplots()
+        ax.plot(m["x"], m["x"], "o-", label="yours")
+        ax.legend(fontsize=7)
+
+    with time_budget(0.0):  # already spent: the first look at the clock stops the drawing
+        with pytest.raises(BudgetExceeded, match="0 s budget"):
+            draw(Figure(), {"x": many})
+        names = save_figures(tmp_path, {"x": many}, [("a.svg", (4, 3), draw), ("b.svg", (4, 3), draw)])
+    assert names == ["a.svg", "b.svg"]
+    for name in names:
+        svg = (tmp_path / name).read_text()
+        assert "could not draw" in svg and "budget" in svg and len(svg) < 4000
+        _parse(svg)
+    save_figures(tmp_path, {"x": many[:50]}, [("c.svg", (4, 3), draw)])  # no budget: drawn
+    assert "could not draw" not in (tmp_path / "c.svg").read_text()

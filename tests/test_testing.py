@@ -67,3 +67,18 @@ def test_check_tensor_and_expect_raises():
     with pytest.raises(Feedback, match="expected ValueError, but nothing was raised"):
         expect_raises(ValueError, lambda: None, what="f")
     expect_raises(ValueError, int, "x", what="f")
+
+
+def test_ctx_once_runs_a_failing_computation_once_and_raises_its_error_to_every_test():
+    from judge.testing import Context
+    ctx, runs = Context(seed=0), []
+
+    def toy():
+        runs.append(1)
+        raise Feedback("sequence_ratio returned shape (1, 3000, 100), expected (3,)")
+
+    for _ in range(3):
+        with pytest.raises(Feedback, match="expected \\(3,\\)"):
+            ctx.once("t3", toy)
+    assert len(runs) == 1
+    assert ctx.once("other", lambda: 5) == 5 and ctx.once("other", lambda: 6) == 5
