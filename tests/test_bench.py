@@ -39,3 +39,19 @@ def test_cpu_accounting_reads_this_process_and_the_machine():
     assert _cpu_ms(os.getpid()) - before >= 150  # clock ticks: 10 ms each
     assert busy1 - busy0 >= 15 and total1 > total0
     assert _cpu_ms(2**22 + 12345) == 0.0  # no such process
+
+
+def test_the_table_reports_the_mixed_run():
+    result = {
+        "exercises": {}, "throughput": {"1": 10.0, "2": 18.0}, "extra_mb_per_submission": 4.0,
+        "rest_mb": 900.0, "judge_local": {"startup_ms": 1500.0, "grading_ms": 40.0, "wall_ms": 3000.0},
+        "bench_seconds": 200.0,
+        "mixed": {"hostile": 160, "honest": 40, "seconds": 118.2, "honest_p50_ms": 411.8,
+                  "honest_p95_ms": 702.4, "unexpected": 0, "workers_replaced": 0,
+                  "rest_mb": 562.0, "after_mb": 590.1},
+    }
+    line = next(x for x in render(result).splitlines() if x.startswith("mixed run"))
+    assert "160 hostile + 40 honest" in line and "p95 702 ms (target < 1000)" in line
+    assert "0 worker(s) replaced" in line and "(x1.05)" in line
+    del result["mixed"]
+    assert "mixed run" not in render(result)

@@ -13,9 +13,14 @@ Prints a table and writes ``bench-results.json``:
 - ``judge_local``: the start-up / grading split of ``judge local``
 - ``calls`` / ``round_trips`` per exercise: the calls a grading makes into the sandbox, and the
   waits they take (``judge.testing.batch`` sends calls without waiting for each answer)
+- ``mixed``: 200 submissions from two clients on a 2-worker service (``judge.service.mixed``): a
+  hostile burst of every attack, correct and wrong solutions, and an honest client submitting
+  one at a time: the honest client's p50/p95, unexpected verdicts, workers replaced, and the
+  trusted side's RSS at rest and after
 
 Targets (2 cores): service p50 ≤ 1.3 × floor + 15 ms; fresh ≥ 20 × service p50; 2 workers ≥ 1.7 ×
-one; ≤ 40 MB per concurrent submission. Ratios are computed from numbers of the same run.
+one; ≤ 40 MB per concurrent submission; mixed run: honest p95 < 1 s, every worker alive, RSS
+after within 10% of rest. Ratios are computed from numbers of the same run.
 """
 
 from __future__ import annotations
@@ -98,16 +103,16 @@ class Service:
     """A real ``judge serve`` on a free loopback port, with its own database; ``data_dir`` may
     be shared so that the exercises' previews are built once per bench, not per service."""
 
-    def __init__(self, workers: int, data_dir: str | None = None):
+    def __init__(self, workers: int, data_dir: str | None = None, keys: tuple[str, ...] = (KEY,)):
         self.tmp = tempfile.TemporaryDirectory()
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         self.port = s.getsockname()[1]
         s.close()
-        env = dict(os.environ, JUDGE_API_KEYS=KEY, JUDGE_WORKERS=str(workers),
+        env = dict(os.environ, JUDGE_API_KEYS=",".join(keys), JUDGE_WORKERS=str(workers),
                    JUDGE_DATABASE_URL=f"sqlite:///{self.tmp.name}/judge.db",
                    JUDGE_DATA_DIR=data_dir or f"{self.tmp.name}/data", JUDGE_RATE_LIMIT="100000",
-                   JUDGE_QUEUE_MAX="100000")
+                   JUDGE_QUEUE_MAX="100000", JUDGE_CLIENT_QUEUE_MAX="100000")
         self.proc = subprocess.Popen([sys.executable, "-m", "judge.cli", "serve", "--host",
                                       "127.0.0.1", "--port", str(self.port)], env=env, cwd=REPO_ROOT,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -297,6 +302,39 @@ def memory(svc: Service, slug: str, code: str, concurrent: int = 2) -> tuple[flo
     return round(rest, 1), round((busy - rest) / concurrent + spare_mb, 1)
 
 
+def mixed_run(svc: Service, ex, n: int) -> dict:
+    """The mixed run of ``n`` submissions (a fifth of them the honest client's), on ``svc``
+    (started with two keys), after a warm-up; see ``judge.service.mixed``."""
+    from judge.service import mixed
+
+    warm = [mixed.Submission("hostile", "correct", ex.solution_path.read_text(), "accepted")
+            for _ in range(4)]
+    mixed.run(svc.url, MIXED_KEYS, ex.slug, warm, [])
+    time.sleep(1.0)
+    server = svc.proc.pid
+    workers = mixed.workers(server)
+    rest = mixed.trusted_rss_mb(server)
+    zygote = next((z for w in workers for z in mixed.children(w)), 0)
+    subst = {"REPO": REPO_ROOT, "JUDGE_PID": server, "ZYGOTE_PID": zygote,
+             "DATABASE": f"{svc.tmp.name}/judge.db", "TARGET": f"{svc.tmp.name}/pwned.txt",
+             "NONCE": f"bench-{server}", "MARKER": "honest-marker", "PORT": 9,
+             "REFERENCE": ex.solution_path.read_text()}
+    hostile, honest = mixed.workload(ex, subst, hostile=n - n // 5, honest=n // 5, slow=True)
+    t = time.perf_counter()
+    mixed.run(svc.url, MIXED_KEYS, ex.slug, hostile, honest, timeout=1800)
+    took = time.perf_counter() - t
+    time.sleep(1.0)
+    out = mixed.summary(hostile, honest)
+    out.update({"workers_replaced": len(set(workers) - set(mixed.workers(server))),
+                "rest_mb": round(rest, 1), "after_mb": round(mixed.trusted_rss_mb(server), 1),
+                "max_claims_ahead": max(mixed.claims_ahead(Path(svc.tmp.name) / "judge.db", honest)),
+                "seconds": round(took, 1), "unexpected": len(out["unexpected"])})
+    return out
+
+
+MIXED_KEYS = ("bench-hostile-key", "bench-honest-key")
+
+
 def judge_local_split() -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
@@ -315,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--floor-reps", type=int, default=10)
     p.add_argument("--fresh-reps", type=int, default=2)
     p.add_argument("--throughput-n", type=int, default=48)
+    p.add_argument("--mixed-n", type=int, default=200, help="submissions of the mixed run (0: skip it)")
     p.add_argument("--out", type=Path, default=REPO_ROOT / "bench-results.json")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
@@ -341,6 +380,14 @@ def main(argv: list[str] | None = None) -> int:
             tput = {"1": throughput(one, 1, "glm5_mis", code, args.throughput_n), **tput}
         finally:
             one.close()
+        mixed = None
+        if args.mixed_n:
+            print("mixed run …", file=sys.stderr)
+            two = Service(workers=2, data_dir=shared, keys=MIXED_KEYS)
+            try:
+                mixed = mixed_run(two, glm, args.mixed_n)
+            finally:
+                two.close()
     print("fresh interpreter …", file=sys.stderr)
     fresh = fresh_interpreter_ms(exercises, args.fresh_reps)
     print("judge local …", file=sys.stderr)
@@ -359,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         "extra_mb_per_submission": extra,
         "rest_mb": rest,
         "judge_local": local,
+        "mixed": mixed,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version(), "torch": __import__("torch").__version__},
         "bench_seconds": round(time.perf_counter() - t0, 1),
@@ -386,6 +434,13 @@ def render(r: dict) -> str:
                      f"{c['cores_busy']:.2f} cores busy")
     lines += [f"memory: {r['rest_mb']:.0f} MB at rest, {r['extra_mb_per_submission']:.1f} MB extra "
               f"per running submission",
+              *([] if not r.get("mixed") else [
+                  f"mixed run: {r['mixed']['hostile']} hostile + {r['mixed']['honest']} honest submissions "
+                  f"in {r['mixed']['seconds']:.0f} s; honest p50 {r['mixed']['honest_p50_ms']:.0f} ms, "
+                  f"p95 {r['mixed']['honest_p95_ms']:.0f} ms (target < 1000); "
+                  f"{r['mixed']['unexpected']} unexpected verdict(s), {r['mixed']['workers_replaced']} "
+                  f"worker(s) replaced, RSS {r['mixed']['rest_mb']:.0f} MB at rest, "
+                  f"{r['mixed']['after_mb']:.0f} MB after (x{r['mixed']['after_mb'] / r['mixed']['rest_mb']:.2f})"]),
               f"judge local: start-up {r['judge_local']['startup_ms']:.0f} ms, grading "
               f"{r['judge_local']['grading_ms']:.0f} ms (wall {r['judge_local']['wall_ms']:.0f} ms)",
               f"bench took {r['bench_seconds']:.0f} s; all times in ms"]

@@ -59,7 +59,8 @@ class SubmissionSummary(BaseModel):
 
 class SubmissionPage(BaseModel):
     items: list[SubmissionSummary]
-    next_cursor: str | None = Field(None, description="pass as ?cursor= for the next (older) page")
+    next_cursor: str | None = Field(None, description="pass as ?cursor= for the next (older) page; opaque, "
+                                       "and it names a position in your own list only")
 
 
 class FunctionInfo(BaseModel):
