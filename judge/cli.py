@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from judge.errors import JudgeError, UsageError
-from judge.exercise import TIERS, exercises_dir, resolve
+from judge.exercise import TIERS, exercise_folders, exercises_dir, resolve
 
 log = logging.getLogger("judge")
 MAX_SOURCE_BYTES = 1 << 20
@@ -198,7 +198,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.all == bool(args.exercises):
         raise UsageError("give exercise folders or slugs, or --all")
     root = exercises_dir(args.pack)
-    folders = v.exercise_folders(root) if args.all else [resolve(e, root).root for e in args.exercises]
+    folders = exercise_folders(root) if args.all else [resolve(e, root).root for e in args.exercises]
     if not folders:
         raise UsageError("no exercises found")
     show = None if args.json else (lambda rep: print(v.render_exercise(rep, verbose=args.verbose), flush=True))

@@ -228,11 +228,18 @@ def exercises_dir(setting: str | Path | None = None, env: dict[str, str] | None 
     return pack_exercises(value, EXERCISES_ENV) if value else default_exercises_dir()
 
 
+def exercise_folders(root: Path | None = None) -> list[Path]:
+    """Every folder under ``root`` (default: ``exercises_dir()``) holding an exercise.toml, by
+    name: the one walk over exercises (``discover``, ``resolve``'s list, the service's catalog
+    and ``judge validate --all`` read it), nothing loaded."""
+    return sorted(p.parent for p in Path(root or exercises_dir()).glob("*/exercise.toml"))
+
+
 def discover(root: Path | None = None) -> dict[str, Exercise]:
     """Every exercise under ``root`` (default: ``exercises_dir()``), by slug."""
     out = {}
-    for toml_path in sorted(Path(root or exercises_dir()).glob("*/exercise.toml")):
-        ex = load_exercise(toml_path.parent)
+    for folder in exercise_folders(root):
+        ex = load_exercise(folder)
         out[ex.slug] = ex
     return out
 
@@ -246,6 +253,6 @@ def resolve(name_or_path: str, root: Path | None = None) -> Exercise:
     root = Path(root or exercises_dir())
     if _SLUG.match(name_or_path) and (root / name_or_path / "exercise.toml").is_file():
         return load_exercise(root / name_or_path)
-    known = ", ".join(sorted(p.parent.name for p in root.glob("*/exercise.toml"))) or "none"
+    known = ", ".join(p.name for p in exercise_folders(root)) or "none"
     raise UnknownExercise(f"unknown exercise {name_or_path!r}; expected one of: {known} "
                           f"(in {root}), or a folder holding exercise.toml")

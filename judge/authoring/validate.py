@@ -38,7 +38,7 @@ from pydantic import BaseModel
 
 from judge.box.sandbox import StartingSandbox
 from judge.errors import ExerciseError, JudgeError
-from judge.exercise import EXERCISES_DIR, TIERS, Exercise, load_exercise
+from judge.exercise import TIERS, Exercise, exercise_folders, load_exercise  # noqa: F401 - exercise_folders: validate --all
 from judge.wrong import EquivalentMutant
 from judge.authoring.report import (CheckResult, CheckStatus, ExerciseReport, MutantResult,  # noqa: F401
                                     MutantStatus, MutationReport, ValidationReport, render,
@@ -409,11 +409,6 @@ def validate_exercise(folder: Path, *, sandbox, seed: int = DEFAULT_SEED,
     rep.ok = all(c.status != "failed" for c in rep.checks)
     rep.duration_ms = round((time.perf_counter() - t0) * 1000, 1)
     return rep
-
-
-def exercise_folders(root: Path = EXERCISES_DIR) -> list[Path]:
-    """Every folder under ``root`` holding an exercise.toml, by name."""
-    return sorted(p.parent for p in Path(root).glob("*/exercise.toml"))
 
 
 def validate(folders: list[Path], *, sandbox=None, seed: int = DEFAULT_SEED,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from judge.service.config import Config
 from judge.errors import JudgeError
-from judge.exercise import Exercise, load_exercise
+from judge.exercise import Exercise, exercise_folders, load_exercise
 
 log = logging.getLogger("judge.service.catalog")
 
@@ -20,13 +20,13 @@ log = logging.getLogger("judge.service.catalog")
 def load_catalog(cfg: Config) -> dict[str, Exercise]:
     out: dict[str, Exercise] = {}
     wanted = set(cfg.exercises)
-    for toml_path in sorted(Path(cfg.exercises_dir).glob("*/exercise.toml")):
-        if wanted and toml_path.parent.name not in wanted:
+    for folder in exercise_folders(Path(cfg.exercises_dir)):
+        if wanted and folder.name not in wanted:
             continue
         try:
-            ex = load_exercise(toml_path.parent)
+            ex = load_exercise(folder)
         except JudgeError as e:
-            log.warning("skipping exercise %s: %s", toml_path.parent.name, e.message)
+            log.warning("skipping exercise %s: %s", folder.name, e.message)
             continue
         out[ex.slug] = ex
     missing = wanted - set(out)
