@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from judge.errors import UsageError
-from judge.exercise import REPO_ROOT
+from judge.exercise import exercises_dir
 
 _SLUG = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
@@ -29,12 +29,13 @@ def template_files(template: Path = TEMPLATE) -> list[Path]:
                   if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
 
 
-def new_exercise(slug: str, *, root: Path = REPO_ROOT, title: str | None = None) -> list[Path]:
-    """Write the example exercise ``slug`` under ``root`` (exercises/ and reference/); returns the
-    files written. Refuses to touch an existing exercise or reference folder."""
+def new_exercise(slug: str, *, root: Path | None = None, title: str | None = None) -> list[Path]:
+    """Write the example exercise ``slug`` under ``root`` (exercises/ and reference/; default: the
+    pack of ``exercises_dir()``); returns the files written. Refuses to touch an existing exercise
+    or reference folder."""
     if not _SLUG.match(slug):
         raise UsageError(f"slug {slug!r} must match {_SLUG.pattern} (lower case, digits, underscores)")
-    root = Path(root)
+    root = Path(root) if root is not None else exercises_dir().parent
     for part in ("exercises", "reference"):
         if (root / part / slug).exists():
             raise UsageError(f"{root / part / slug} already exists; choose another slug or remove it")
