@@ -20,7 +20,8 @@ Prints a table and writes ``bench-results.json``:
 
 Targets (2 cores): service p50 ≤ 1.3 × floor + 15 ms; fresh ≥ 20 × service p50; 2 workers ≥ 1.7 ×
 one; ≤ 40 MB per concurrent submission; mixed run: honest p95 < 1 s, every worker alive, RSS
-after within 10% of rest. Ratios are computed from numbers of the same run.
+after within 10% of rest. Ratios are computed from numbers of the same run. The latest results,
+dated, and what was tried to improve them are in docs/performance.md: add each new run's there.
 """
 
 from __future__ import annotations
