@@ -92,7 +92,11 @@ def icepop_ppo_loss(logp: torch.Tensor, old_logp: torch.Tensor, rollout_logp: to
 
     adv = advantages.detach().to(logp.dtype)[:, None]                      # [B, 1], sg(A)
     log_r = torch.where(valid, logp - old_logp.detach(), zero)             # [B, L]
-    r = torch.exp(log_r)                                                   # PPO ratio
+    # A > 0 with r above 1 + eps_high is clipped (gradient 0). Its ratio may overflow to inf, and
+    # exp's backward would give 0 * inf = NaN there: route those tokens' gradient to nothing.
+    with torch.no_grad():
+        cut = (adv > 0) & (torch.exp(log_r) > 1.0 + eps_high)              # [B, L]
+    r = torch.exp(torch.where(cut, log_r.detach(), log_r))                 # PPO ratio
     surr1 = r * adv
     surr2 = torch.clamp(r, 1.0 - eps_low, 1.0 + eps_high) * adv
     pg = -torch.minimum(surr1, surr2)                                      # [B, L]

@@ -31,16 +31,20 @@ def _push_away(x: torch.Tensor, edges: list[float], gap: float = 2e-3) -> torch.
 
 def make_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, pad: float, *,
               bool_mask: bool, empty_row: bool, bounds: tuple[float, float],
-              eps: tuple[float, float] = (0.2, 0.2)) -> dict:
-    """One case: tensors (padding filled with ``pad``) and the keyword arguments."""
+              eps: tuple[float, float] = (0.2, 0.2), r_range: float = 0.45) -> dict:
+    """One case: tensors (padding filled with ``pad``) and the keyword arguments. PPO
+    log-ratios are uniform in [-r_range, r_range], pushed away from the clip edges 1 - eps_low
+    and 1 + eps_high (where they exist: eps_low >= 1 or eps_high <= -1 has none)."""
     low, high = bounds
     old = _u(g, (B, L), -4.0, -0.5)
     log_rho = _u(g, (B, L), -1.8, 1.8)                        # rho in [0.17, 6.0]
     edges = [math.log(b) for b in (low, high) if b > 0]
     log_rho = _push_away(log_rho, edges)
     rollout = old - log_rho
-    log_r = _u(g, (B, L), -0.45, 0.45)                        # r in [0.64, 1.57]
-    log_r = _push_away(log_r, [math.log1p(-eps[0]), math.log1p(eps[1]), math.log(1.28), 0.0])
+    log_r = _u(g, (B, L), -r_range, r_range)                  # default: r in [0.64, 1.57]
+    clip_edges = [math.log1p(-eps[0])] if eps[0] < 1 else []
+    clip_edges += [math.log1p(eps[1])] if eps[1] > -1 else []
+    log_r = _push_away(log_r, clip_edges + [math.log(1.28), 0.0])
     logp = old + log_r
     adv = torch.randn(B, generator=g, dtype=F64)
     m = torch.rand((B, L), generator=g, dtype=F64) < 0.75

@@ -1,4 +1,16 @@
-"""T0: return types, shapes, dtypes, empty masks and ValueErrors of the IcePop functions."""
+"""T0: return types, shapes, dtypes, empty masks and ValueErrors of the IcePop functions.
+
+Which test covers which class (issue 17; the regimes are in test_t2_regimes.py):
+- test_weights_shape_dtype / test_loss_is_a_scalar_tensor: shapes (B != L, B == L), dtype
+  preservation, a scalar () loss on the graph, for both aggregations.
+- test_empty_mask: all-empty bool and float masks, both aggregations, graph-connected zero.
+  (NaN/inf padding under an all-empty mask, int64 masks and B = 0: test_t2_regimes.)
+- test_shape_errors: every shape rule in both functions. (The same rules with an all-empty
+  mask, and B = 1 with a 0-d advantage: test_t2_regimes.test_validation_with_empty_masks.)
+- test_bound_validation / test_valid_edge_bounds_accepted: the band rule in both functions,
+  NaN included; the legal edges low = 0 and low = high.
+Input mutation is checked on every call by the judge (judge.readonly), in every branch.
+"""
 
 import math
 

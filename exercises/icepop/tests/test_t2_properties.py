@@ -1,5 +1,18 @@
 """T2: hand-checked values, the TIS/IcePop/GLM-5 contrast, inclusive endpoints in the native
-dtype, the original denominator, detachment, padding and extremes."""
+dtype, the original denominator, detachment, padding and extremes.
+
+Which test covers which class (more in test_t2_regimes.py):
+- test_contrast_table / test_endpoints_are_inclusive / test_bounds_compared_in_native_dtype:
+  exact ties at the band bounds, in float32 and float64 (neighbouring floats: test_t2_regimes).
+- test_hand_checked_loss_and_gradient / test_rejected_tokens_stay_in_the_denominator: the
+  denominator max(1, sum n_i) (slime's sum_i max(1, n_i) differs on the empty row), N / N_kept.
+- test_gradient_is_weight_times_plain_ppo_gradient: w outside min/clip, random bands.
+- test_weights_and_frozen_inputs_are_detached: stop-gradients, under both aggregations.
+- test_padding_is_neutralised: NaN / +-inf / 1e30 padding, holes in rows, both aggregations.
+- test_inputs_not_mutated: no in-place writes (the judge also checks every call).
+- test_extreme_ratios / test_tiny_probabilities: rho = inf / 0 (log-ratios +-1000 / +-200) and
+  e^-120 / e^-800 probabilities (PPO-ratio overflow and +-25..+-800: test_t2_regimes).
+"""
 
 import math
 
@@ -221,21 +234,26 @@ def test_gradient_is_weight_times_plain_ppo_gradient(sub, ctx):
 
 def test_weights_and_frozen_inputs_are_detached(sub):
     logp, old, rollout, adv, mask = _hand_case(F64)
-    lp, o, ro, a = leaf(logp), leaf(old), leaf(rollout), leaf(adv)
     with batch(sub) as b:
+        o, ro = leaf(old), leaf(rollout)
         pw = b.icepop_weights(o, ro, mask)
-        ploss = b.icepop_ppo_loss(lp, o, ro, a, mask)
+        runs = []
+        for per_token in (True, False):
+            leaves = [leaf(logp), leaf(old), leaf(rollout), leaf(adv)]
+            runs.append((per_token, leaves, b.icepop_ppo_loss(*leaves, mask, per_token_loss=per_token)))
     w = pw.value
     if w.requires_grad:
         raise Feedback("icepop_weights returned a tensor that requires grad: the weights are a "
                        "stop-gradient correction (detach them)")
-    loss = ploss.value
-    loss.backward()
-    assert_no_grad(o, what="old_logp (frozen: the PPO ratio's denominator and rho's numerator)")
-    assert_no_grad(ro, what="rollout_logp")
-    assert_no_grad(a, what="advantages")
-    if lp.grad is None or not bool((lp.grad != 0).any()):
-        raise Feedback(f"logp must receive the gradient, got {describe(lp.grad)}")
+    for per_token, (lp, o, ro, a), ploss in runs:
+        loss = ploss.value
+        loss.backward()
+        tag = f" (icepop_ppo_loss, per_token_loss={per_token})"
+        assert_no_grad(o, what="old_logp (frozen: the PPO ratio's denominator and rho's numerator)" + tag)
+        assert_no_grad(ro, what="rollout_logp" + tag)
+        assert_no_grad(a, what="advantages" + tag)
+        if lp.grad is None or not bool((lp.grad != 0).any()):
+            raise Feedback(f"logp must receive the gradient{tag}, got {describe(lp.grad)}")
 
 
 def test_padding_is_neutralised(sub, oracle, ctx):
