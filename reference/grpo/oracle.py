@@ -38,11 +38,12 @@ def group_advantages(rewards, group_size, eps=1e-6, normalize_std=True):
 
 def _token_terms(lp, old, a, clip_low, clip_high):
     """(loss, dloss/dlogp) of one valid token."""
-    r = math.exp(lp - old)
+    d = lp - old
+    r = math.exp(d) if d < 709.0 else math.inf   # an overflowing ratio is inf, as in torch
     lo, hi = 1.0 - clip_low, 1.0 + clip_high
     rc = min(max(r, lo), hi)
     unclipped, clipped = r * a, rc * a
-    if unclipped <= clipped:          # min picks r·A: gradient −A·r (a tie inside the range agrees)
+    if unclipped <= clipped:          # (inf * 0 = NaN compares False: the clipped term, 0)          # min picks r·A: gradient −A·r (a tie inside the range agrees)
         return -unclipped, -a * r
     return -clipped, 0.0              # clip(r)·A is constant in logp outside the range
 

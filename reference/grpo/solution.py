@@ -75,12 +75,18 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor,
     # neutralise padding (it may hold NaN / ±inf / 1e30) before subtracting or exponentiating
     logp_v = torch.where(m, logp, zero)                        # [B, L]
     old_v = torch.where(m, old_logp.detach(), zero)            # [B, L]
-    ratio = torch.exp(logp_v - old_v)                          # r_{i,t}, 1 at padding
+    log_ratio = logp_v - old_v                                 # [B, L], 0 at padding
     A = advantages.detach().to(logp.dtype).unsqueeze(-1)       # [B, 1], frozen
 
-    surr1 = ratio * A                                          # r A
-    surr2 = ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * A   # clip(r) A
-    token_loss = torch.where(m, -torch.minimum(surr1, surr2), zero)   # [B, L], 0 at padding
+    # Which term the min picks, decided without gradient. Where it picks the clipped term the
+    # token's loss is a constant, and its ratio is kept out of the graph: exp's backward at an
+    # overflowed ratio (inf) would send 0 * inf = NaN to logp even with a zero upstream gradient.
+    ratio_d = torch.exp(log_ratio.detach())                    # r, may be inf or 0
+    clipped_d = ratio_d.clamp(1.0 - clip_low, 1.0 + clip_high) * A    # clip(r) A
+    picks_clipped = ~(ratio_d * A <= clipped_d)                # a NaN (inf * 0) counts as clipped
+    ratio = torch.exp(torch.where(picks_clipped, zero, log_ratio))     # r where the min is r A
+    token_loss = torch.where(picks_clipped, -clipped_d, -ratio * A)   # -min(r A, clip(r) A)
+    token_loss = torch.where(m, token_loss, zero)              # [B, L], 0 at padding
 
     n_i = m.sum(dim=-1)                                        # [B] valid tokens per response
     if per_token_loss:

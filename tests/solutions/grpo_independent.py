@@ -3,6 +3,8 @@
 Written apart from reference/grpo/solution.py to cross-check the tier tests: it must pass them all.
 """
 
+import math
+
 import torch
 
 
@@ -33,8 +35,12 @@ def grpo_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.2, per
     pad = mask == 0
     lp = logp.masked_fill(pad, 0.0)
     old = old_logp.detach().masked_fill(pad, 0.0)
-    ratio = (lp - old).exp()
-    adv = advantages.detach().to(logp.dtype)[:, None].expand_as(ratio)
+    adv = advantages.detach().to(logp.dtype)[:, None].expand_as(lp)
+    # for A >= 0 a ratio above 1 + clip_high is clipped anyway: cap its log-ratio so that exp cannot
+    # overflow (exp's backward at inf sends NaN even through a zero gradient)
+    log_ratio = lp - old
+    log_ratio = torch.where(adv >= 0, log_ratio.clamp(max=math.log1p(clip_high) + 1.0), log_ratio)
+    ratio = log_ratio.exp()
     # min(rA, clip(r)A) = A * min(r, 1 + clip_high) for A >= 0 and A * max(r, 1 - clip_low) for A < 0
     upper = torch.clamp(ratio, max=1.0 + clip_high)
     lower = torch.clamp(ratio, min=1.0 - clip_low)

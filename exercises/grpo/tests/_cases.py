@@ -75,3 +75,48 @@ def loss_cases(g: torch.Generator, limit: int | None = None):
                 if not kwargs["per_token_loss"]:
                     del kwargs["per_token_loss"]
             yield logp.to(dtype), old.to(dtype), adv.to(dtype), m, kwargs
+
+
+def regime_loss_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: int) -> tuple:
+    """(logp, old_logp, advantages, mask, kwargs) of shape [B, L] for case number ``k`` of a run:
+    every mask kind and padding fill in turn, empty rows, the defaults omitted every third case,
+    clip widths drawn per seed (sometimes 0, sometimes >= 1: they are used as given), ordinary
+    log-ratios mixed with +-25 (beyond verl's +-20 clamp, and ratios > 3 where verl's dual clip
+    would bind) and, for positive advantages only, log-ratios whose exp overflows (the clipped
+    term is chosen: loss -(1 + clip_high) A, gradient 0, never NaN)."""
+    from judge import cases as jc
+
+    valid = torch.rand(B, L, generator=g) < 0.75
+    if B * L:
+        valid[:, 0] = True
+    if B >= 2 and k % 2 == 1:
+        valid[int(torch.randint(0, B, (), generator=g))] = False
+    logp = -3.0 * torch.rand(B, L, generator=g, dtype=torch.float64) - 0.05
+    delta = 0.35 * torch.randn(B, L, generator=g, dtype=torch.float64)
+    adv = torch.randn(B, generator=g, dtype=torch.float64)
+    pick = torch.rand(B, L, generator=g)
+    sign = torch.where(torch.rand(B, L, generator=g) < 0.5, -1.0, 1.0).to(torch.float64)
+    delta = torch.where(pick < 0.08, 25.0 * sign, delta)
+    over = jc.OVERFLOW_LOG_RATIOS[dtype][0]
+    delta = torch.where((pick > 0.95) & (adv[:, None] > 0), torch.full_like(delta, over), delta)
+    logp = torch.where(pick > 0.9, logp + jc.TINY_LOGP[dtype], logp)
+    if k % 3 == 0:
+        kwargs = {}
+        clip_low = clip_high = 0.2
+    else:
+        choices = (0.0, 0.1, 0.2, 0.28, 0.5, 1.0, 1.5)
+        clip_low = choices[int(torch.randint(0, len(choices), (), generator=g))]
+        clip_high = choices[int(torch.randint(0, len(choices), (), generator=g))]
+        kwargs = {"clip_low": clip_low, "clip_high": clip_high}
+    if k % 3 != 0 or k % 2:
+        kwargs["per_token_loss"] = bool(k % 2)
+    for bound in (1 - clip_low, 1 + clip_high):
+        if bound > 0:
+            e = math.log(bound)
+            delta = torch.where((delta - e).abs() < 1e-3, delta + 0.01, delta)
+    old = logp - delta
+    fill = jc.PADS[k % len(jc.PADS)]
+    logp, old = jc.pad(logp, valid, fill), jc.pad(old, valid, -fill)
+    mask = jc.as_mask(valid, jc.MASK_KINDS[k % len(jc.MASK_KINDS)])
+    adv_dtype = torch.float64 if dtype == torch.float32 and k % 3 != 0 else dtype
+    return logp.to(dtype), old.to(dtype), adv.to(adv_dtype), mask, kwargs

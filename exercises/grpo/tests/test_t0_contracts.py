@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from judge import cases as jc
 from judge.testing import Feedback, batch, check_tensor, describe, expect_raises, leaf, visible
 
 F32, F64 = torch.float32, torch.float64
@@ -97,6 +98,9 @@ def test_grpo_loss_rejects_bad_shapes(sub):
         ("old_logp of shape (2, 2) with logp (2, 3)", (logp, old[:, :2], adv, mask)),
         ("mask of shape (2, 2) with logp (2, 3)", (logp, old, adv, mask[:, :2])),
         ("logp of shape (1, 3) with old_logp and mask (2, 3)", (logp[:1], old, adv, mask)),
+        # B = 1: a 0-d or [1, 1] advantage has one element and would broadcast silently
+        ("B = 1 and a 0-d advantage (advantages must be [B] = (1,))", (logp[:1], old[:1], adv[0], mask[:1])),
+        ("B = 1 and advantages of shape (1, 1)", (logp[:1], old[:1], adv[:1, None], mask[:1])),
     ]
     with batch(sub) as b:
         outs = [b.grpo_loss(*args) for _, args in bad]
@@ -109,14 +113,23 @@ def test_empty_mask_gives_graph_connected_zero(sub):
     with batch(sub) as b:
         calls = []
         for dtype in (F64, F32):
-            for per_token in (False, True):
-                logp, old, adv, _ = _loss_inputs(dtype)
-                mask = torch.zeros(2, 3, dtype=torch.bool)
-                lp = leaf(logp)
-                calls.append((dtype, per_token, lp,
-                              b.grpo_loss(lp, old, adv, mask, per_token_loss=per_token)))
+            for k, kind in enumerate(jc.MASK_KINDS):
+                for per_token in (False, True):
+                    # the padding of an all-empty mask holds NaN/inf/1e30 too: logp * 0 is NaN there
+                    fill = jc.PADS[(2 * k + per_token + (dtype == F32)) % len(jc.PADS)]
+                    logp, old, adv, _ = _loss_inputs(dtype)
+                    logp, old = torch.full_like(logp, fill), torch.full_like(old, -fill)
+                    mask = jc.as_mask(torch.zeros(2, 3, dtype=torch.bool), kind)
+                    lp = leaf(logp)
+                    calls.append((dtype, f"{kind} mask, padding {fill}, per_token_loss={per_token}", lp,
+                                  b.grpo_loss(lp, old, adv, mask, per_token_loss=per_token)))
+            for per_token in (False, True):   # B = 0: no response at all
+                lp = leaf(torch.zeros(0, 3, dtype=dtype))
+                calls.append((dtype, f"B = 0, per_token_loss={per_token}", lp,
+                              b.grpo_loss(lp, torch.zeros(0, 3, dtype=dtype), torch.zeros(0, dtype=dtype),
+                                          torch.zeros(0, 3, dtype=torch.bool), per_token_loss=per_token)))
     for dtype, per_token, lp, pending in calls:
-        what = f"grpo_loss with an all-zero mask ({dtype}, per_token_loss={per_token})"
+        what = f"grpo_loss with an all-zero mask ({dtype}, {per_token})"
         out = check_tensor(pending.value, what=what, shape=(), dtype=dtype)
         if float(out.detach()) != 0.0:
             raise Feedback(f"{what}: expected 0, got {describe(out)}")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from judge.testing import assert_close, batch, leaf, sibling, visible
+import torch
+
+from judge import cases as jc
+from judge.testing import Feedback, assert_close, batch, check_tensor, leaf, sibling, visible
 
 cases = sibling(__file__, "_cases")
 
@@ -57,3 +60,46 @@ def test_grpo_loss_small_cases(sub, oracle, ctx):
 
 def test_grpo_loss_matches_oracle(sub, oracle, ctx):
     _check_loss(sub, oracle, ctx.generator(104))
+
+
+def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
+    """Shapes drawn per seed (B = 1, L = 1, and one batch of >= 16k tokens compared with the
+    vectorised reference), every mask kind, padding fill and value regime of
+    ``_cases.regime_loss_case``, and float64 advantages with float32 logp (the loss stays in
+    logp's dtype)."""
+    g = ctx.generator(105)
+    flip = ctx.seed % 2
+    with batch(sub) as b:
+        calls = []
+        for k, (B, L) in enumerate(jc.shapes(g, n_drawn=5, max_side=9)):
+            dtype = (torch.float32, torch.float64)[(k + flip) % 2]
+            logp, old, adv, mask, kwargs = cases.regime_loss_case(g, B, L, dtype, k)
+            lp = leaf(logp)
+            calls.append((logp, old, adv, mask, kwargs, lp, b.grpo_loss(lp, old, adv, mask, **kwargs)))
+    for logp, old, adv, mask, kwargs, lp, pending in calls:
+        B, L = logp.shape
+        if B * L >= jc.LARGE_TOKENS:
+            rl = leaf(logp)
+            exp = ref.grpo_loss(rl, old, adv, mask, **kwargs)
+            exp.backward()
+            exp_grad = rl.grad
+        else:
+            exp = oracle.grpo_loss(logp, old, adv, mask, **kwargs)
+            exp_grad = oracle.grpo_loss_grad(logp, old, adv, mask, **kwargs)
+        what = (f"grpo_loss(B={B}, L={L}, {str(logp.dtype).replace('torch.', '')}, "
+                f"{str(mask.dtype).replace('torch.', '')} mask, advantages "
+                f"{str(adv.dtype).replace('torch.', '')}"
+                + "".join(f", {k}={v}" for k, v in kwargs.items()) + ")")
+        inputs = {"logp": logp, "old_logp": old, "advantages": adv, "mask": mask, **kwargs}
+        loss = check_tensor(pending.value, what=what + " (the loss is in logp's dtype)", shape=(),
+                            dtype=logp.dtype)
+        # terms as large as |A| e^25 may dominate a sum: scale the absolute tolerance with them
+        rtol, atol = jc.scaled_tolerance(logp.dtype)
+        big = float(exp_grad.abs().max()) if exp_grad.numel() else 0.0
+        atol = max(atol, 16 * jc.machine_eps(logp.dtype) * big)
+        assert_close(loss, exp, what=what, inputs=inputs, rtol=rtol, atol=atol)
+        loss.backward()
+        if lp.grad is None:
+            raise Feedback(f"{what}: logp.grad is None after backward")
+        assert_close(lp.grad, exp_grad, what=f"d {what} / d logp (finite, exactly 0 where the clipped "
+                     f"term is chosen, even when the ratio overflows)", inputs=inputs)

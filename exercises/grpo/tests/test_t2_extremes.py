@@ -1,0 +1,144 @@
+"""T2: overflow and underflow regimes, library conventions the spec departs from, widths used as
+given, and float32 rewards with a large offset.
+
+Which test covers which class (issue 17):
+- test_overflowing_ratio_gets_zero_gradient: a valid token whose ratio overflows (float32
+  log-ratio 100, float64 800) with A > 0 picks the clipped term: gradient exactly 0, not NaN.
+- test_large_ratios_with_negative_advantages: ratios 4, 10 and e^25 with A < 0 are not clipped
+  (no verl dual clip at c = 3, no +-20 log-ratio clamp as in verl / SkyRL's safe_exp_delta).
+- test_tiny_probabilities: log-probs of -110 (float32) / -800 (float64), whose exp is 0: the ratio
+  comes from the log difference, never exp(a) / exp(b).
+- test_clip_widths_used_as_given: widths 0, 1 and 1.5 checked for values (no "clip_high or
+  clip_low" fallback, no validation).
+- test_rewards_with_a_large_offset_float32: rewards 3000 +- 1 in float32 (a one-pass variance
+  E[x^2] - mean^2 loses every digit there), and N = 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from judge import cases as jc
+from judge.testing import Feedback, assert_close, batch, check_tensor, describe, leaf
+
+F32, F64 = torch.float32, torch.float64
+
+
+def _queue(b, log_ratios, A, dtype, old=0.0, **kwargs):
+    """One response per log-ratio, one valid token each (plus a NaN-padded slot), queued in ``b``."""
+    B = len(log_ratios)
+    old_t = torch.full((B, 2), old, dtype=dtype)
+    logp = old_t + torch.tensor([[x, 0.0] for x in log_ratios], dtype=dtype)
+    mask = torch.tensor([[True, False]] * B)
+    logp, old_t = jc.pad(logp, mask, math.nan), jc.pad(old_t, mask, math.nan)
+    adv = torch.tensor(A, dtype=dtype)
+    lp = leaf(logp)
+    inputs = {"logp": logp, "old_logp": old_t, "advantages": adv, "mask": mask, **kwargs}
+    return lp, inputs, b.grpo_loss(lp, old_t, adv, mask, **kwargs)
+
+
+def _check(lp, inputs, pending, exp_tok, exp_grad_tok, what, rtol=None):
+    """Both aggregations agree here (one token per response): loss = mean of the token losses."""
+    B = lp.shape[0]
+    dtype = lp.dtype
+    loss = check_tensor(pending.value, what=what, shape=(), dtype=dtype)
+    expected = torch.tensor(sum(exp_tok) / B, dtype=F64)
+    assert_close(loss, expected, what=what, inputs=inputs, rtol=rtol)
+    loss.backward()
+    grad = torch.zeros(B, 2, dtype=F64)
+    grad[:, 0] = torch.tensor(exp_grad_tok, dtype=F64) / B
+    if lp.grad is None:
+        raise Feedback(f"{what}: logp.grad is None after backward")
+    assert_close(lp.grad, grad, what=f"d {what} / d logp", inputs=inputs, rtol=rtol)
+
+
+def test_overflowing_ratio_gets_zero_gradient(sub):
+    with batch(sub) as b:
+        queued = []
+        for dtype in (F32, F64):
+            big = jc.OVERFLOW_LOG_RATIOS[dtype][0]
+            assert math.isinf(float(torch.exp(torch.tensor(big, dtype=dtype))))  # setup: exp overflows
+            for per_token in (False, True):
+                queued.append((dtype, big, per_token,
+                               _queue(b, [big, 0.1, -0.1], [1.0, 1.0, 2.0], dtype, per_token_loss=per_token)))
+    for dtype, big, per_token, (lp, inputs, pending) in queued:
+        r1, r2 = math.exp(0.1), math.exp(-0.1)
+        _check(lp, inputs, pending, [-1.2, -r1, -2 * r2], [0.0, -r1, -2 * r2],
+               what=f"grpo_loss with a valid log-ratio of {big} ({dtype}, A = +1, per_token_loss={per_token}): "
+                    f"the ratio overflows to inf, the min picks the clipped term (1 + clip_high) A, whose "
+                    f"gradient is 0; exp's backward at inf gives 0 * inf = NaN unless the overflowing ratio "
+                    f"is kept out of the graph (decide the branch first, e.g. with torch.where on the "
+                    f"log-ratio)")
+
+
+def test_large_ratios_with_negative_advantages(sub):
+    with batch(sub) as b:
+        queued = []
+        for dtype in (F32, F64):
+            ratios = [4.0, 10.0, math.exp(25.0)]
+            queued.append((dtype, ratios,
+                           _queue(b, [math.log(r) for r in ratios], [-1.0, -0.5, -2.0], dtype)))
+    for dtype, ratios, (lp, inputs, pending) in queued:
+        A = [-1.0, -0.5, -2.0]
+        r = torch.exp(inputs["logp"][:, 0].to(F64)).tolist()   # the ratios as the dtype holds them
+        _check(lp, inputs, pending, [-ri * a for ri, a in zip(r, A)], [-a * ri for ri, a in zip(r, A)],
+               what=f"grpo_loss with ratios [4, 10, e^25] and A = [-1, -0.5, -2] ({dtype}): for A < 0 the "
+                    f"min keeps r A however large r is (loss -r A, gradient -A r); no dual clip at 3 (verl's "
+                    f"clip_ratio_c) and no +-20 clamp of the log-ratio")
+
+
+def test_tiny_probabilities(sub):
+    with batch(sub) as b:
+        queued = []
+        for dtype in (F32, F64):
+            tiny = jc.TINY_LOGP[dtype]
+            assert float(torch.exp(torch.tensor(tiny, dtype=dtype))) == 0.0  # setup: the probability is 0
+            queued.append((dtype, tiny, _queue(b, [0.1, -0.15, 0.05], [1.0, -1.0, 0.5], dtype, old=tiny)))
+    for dtype, tiny, (lp, inputs, pending) in queued:
+        d = (inputs["logp"][:, 0].to(F64) - inputs["old_logp"][:, 0].to(F64)).tolist()
+        r = [math.exp(x) for x in d]
+        A = [1.0, -1.0, 0.5]
+        _check(lp, inputs, pending, [-x * a for x, a in zip(r, A)], [-a * x for x, a in zip(r, A)],
+               what=f"grpo_loss with log-probs near {tiny} ({dtype}): exp(logp) and exp(old_logp) are both 0 "
+                    f"there; form the ratio as exp(logp - old_logp), not exp(logp) / exp(old_logp)",
+               rtol=1e-4 if dtype == F32 else None)
+
+
+def test_clip_widths_used_as_given(sub):
+    # (clip_low, clip_high, log-ratios, A, token losses, token gradients)
+    table = [
+        (0.2, 0.0, [math.log(1.1), math.log(0.9)], [1.0, 1.0], [-1.0, -0.9], [0.0, -0.9]),
+        (0.0, 0.2, [math.log(0.9), math.log(1.1)], [-1.0, -1.0], [1.0, 1.1], [0.0, 1.1]),
+        (0.0, 0.0, [math.log(1.3), math.log(0.7)], [1.0, -1.0], [-1.0, 1.0], [0.0, 0.0]),
+        (1.0, 0.5, [math.log(0.25), math.log(1.6)], [-1.0, 2.0], [0.25, -3.0], [0.25, 0.0]),
+        (1.5, 0.5, [math.log(0.25), math.log(0.5)], [-1.0, 1.0], [0.25, -0.5], [0.25, -0.5]),
+    ]
+    with batch(sub) as b:
+        queued = [(row, _queue(b, row[2], row[3], F64, clip_low=row[0], clip_high=row[1])) for row in table]
+    for (cl, ch, lr, A, tok, grad), (lp, inputs, pending) in queued:
+        _check(lp, inputs, pending, tok, grad,
+               what=f"grpo_loss with clip_low={cl}, clip_high={ch}, ratios "
+                    f"{[round(math.exp(x), 4) for x in lr]}, A = {A}: the widths are used as given "
+                    f"(a width of 0 is a width, not 'unset'; a lower bound <= 0 never binds)")
+
+
+def test_rewards_with_a_large_offset_float32(sub, oracle):
+    offsets = [[-1.0, 1.0, 0.0, 1.0], [1.0, 1.0, -1.0, 0.0], [0.0, 0.0, 0.0, 1.0]]
+    rewards = torch.tensor([3000.0 + x for row in offsets for x in row], dtype=F32)
+    with batch(sub) as b:
+        outs = [(G, kw, b.group_advantages(rewards, G, **kw)) for G in (4, 12)
+                for kw in ({}, {"eps": 0.1})]
+        empty = b.group_advantages(torch.zeros(0, dtype=F32), 4)
+    for G, kw, pending in outs:
+        what = (f"group_advantages(rewards 3000 + small integers, float32, group_size={G}"
+                + "".join(f", {k}={v}" for k, v in kw.items()) + ")")
+        out = check_tensor(pending.value, what=what, shape=(12,), dtype=F32)
+        assert_close(out, oracle.group_advantages(rewards, G, **kw), what=what + ": centre first, then "
+                     "square (E[x^2] - mean^2 in float32 cancels catastrophically at 3000^2 = 9e6)",
+                     inputs={"rewards": rewards, "group_size": G, **kw})
+    out = empty.value
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (0,) or out.dtype != F32:
+        raise Feedback(f"group_advantages of N = 0 rewards (0 is a multiple of group_size=4): expected an "
+                       f"empty float32 tensor of shape (0,), got {describe(out)}")
