@@ -5,6 +5,7 @@ the fresh environment borrows the project's installed dependencies through a ``.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import shutil
 import signal
@@ -47,6 +48,10 @@ def package_files(root: Path) -> set[str]:
 @pytest.fixture(scope="module")
 def installed():
     """(python, judge script, work dir) of a fresh venv holding only the judge's wheel."""
+    version = importlib.metadata.version("setuptools")
+    assert tuple(int(x) for x in version.split(".")[:2]) >= (70, 1), (
+        f"setuptools {version} cannot build a wheel offline without the `wheel` package: "
+        "`make setup` installs the test extra of pyproject.toml (setuptools>=70.1)")
     # Readable by the sandbox's unprivileged uid (pytest's own tmp dirs are 0700 under root):
     # the zygote imports from this venv's site-packages.
     work = Path(tempfile.mkdtemp(prefix="judge-wheel-"))
