@@ -210,13 +210,16 @@ def default_exercises_dir() -> Path:
 
 def pack_exercises(folder: str | Path, source: str = "--exercises") -> Path:
     """The ``exercises/`` folder of a pack, given the pack itself or that folder: ``folder`` is the
-    exercises folder when it is named so or holds ``<slug>/exercise.toml``, else the pack."""
+    exercises folder when it holds ``<slug>/exercise.toml``, or when it is named ``exercises`` and
+    has no ``exercises/`` of its own; else it is the pack."""
     folder = Path(folder).expanduser().resolve()
     if not folder.is_dir():
         raise UsageError(f"{source}: no such folder {folder}")
-    if folder.name == "exercises" or any(folder.glob("*/exercise.toml")):
+    if any(folder.glob("*/exercise.toml")):
         return folder
-    return folder / "exercises"
+    if (folder / "exercises").is_dir() or folder.name != "exercises":
+        return folder / "exercises"
+    return folder
 
 
 def exercises_dir(setting: str | Path | None = None, env: dict[str, str] | None = None) -> Path:

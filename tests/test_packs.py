@@ -49,6 +49,11 @@ def test_the_setting_names_a_pack_or_its_exercises_folder(pack, tmp_path):
     empty = tmp_path / "new_pack"  # a pack not yet holding anything: its exercises/ is to come
     empty.mkdir()
     assert pack_exercises(empty) == empty.resolve() / "exercises"
+    named = tmp_path / "exercises"  # an empty exercises folder, and a pack that is named so
+    named.mkdir()
+    assert pack_exercises(named) == named.resolve()
+    (named / "exercises").mkdir()
+    assert pack_exercises(named) == named.resolve() / "exercises"
     with pytest.raises(UsageError, match="no such folder"):
         pack_exercises(tmp_path / "missing")
 
