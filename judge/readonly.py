@@ -147,35 +147,57 @@ class InProcess:
         return self.violations.take()
 
     def _guard(self, name: str, fn: Callable, names: list[str], writes: set[str]) -> Callable:
+        written = {i for i, n in enumerate(names) if n in writes}  # positions of declared buffers
+
         def call(*args: Any, **kwargs: Any) -> Any:
-            kept: list[tuple[str, torch.Tensor, torch.Tensor, int, bool]] = []
-
-            def copy(v: Any, label: str) -> Any:
-                if type(v) is torch.Tensor:
-                    if top(label) in writes:
-                        return v
-                    c = v.clone()
-                    kept.append((label, v, c, c._version, c.requires_grad))
-                    return c
-                if isinstance(v, (list, tuple)):
-                    items = [copy(x, f"{label}[{j}]") for j, x in enumerate(v)]
-                    return items if type(v) is list else tuple(items) if type(v) is tuple else v
-                if type(v) is dict:
-                    return {k: copy(x, f"{label}[{k!r}]") for k, x in v.items()}
-                return v
-
-            a = [copy(v, names[i] if i < len(names) else f"argument {i + 1}") for i, v in enumerate(args)]
-            k = {key: copy(v, key) for key, v in kwargs.items()}
+            kept: list[tuple[torch.Tensor, torch.Tensor, int, bool]] = []
+            a = [v if i in written else _copied(v, kept) for i, v in enumerate(args)]
+            k = {key: v if key in writes else _copied(v, kept) for key, v in kwargs.items()}
             out = fn(*a, **k)
-            problems = []
-            for label, original, c, version, rg in kept:
-                if c.requires_grad != rg:
-                    problems.append(flip(label, rg))
-                if c._version != version or c.shape != original.shape:
-                    problems.append((label, changes(original, c)))
-            if problems:
-                raise self.violations.report(violation(name, problems))
+            for c, original, version, rg in kept:
+                if c._version != version or c.requires_grad != rg or c.shape != original.shape:
+                    raise self.violations.report(violation(name, _problems(kept, args, kwargs, names)))
             return out
 
         call.__name__ = name
         return call
+
+
+def _copied(v: Any, kept: list) -> Any:
+    """``v`` with each plain tensor in it replaced by a copy (recorded in ``kept`` with its
+    original, version counter and requires_grad flag)."""
+    if type(v) is torch.Tensor:
+        c = v.clone()
+        kept.append((c, v, c._version, c.requires_grad))
+        return c
+    if isinstance(v, (list, tuple)):
+        items = [_copied(x, kept) for x in v]
+        return items if type(v) is list else tuple(items) if type(v) is tuple else v
+    if type(v) is dict:
+        return {key: _copied(x, kept) for key, x in v.items()}
+    return v
+
+
+def _problems(kept: list, args: tuple, kwargs: dict, names: list[str]) -> list[tuple[str, str]]:
+    """What the call did to each copy it changed, by the input's name (found only now: the
+    names cost more than the copies)."""
+    named = {id(t): label for t, label in zip(_tensors((args, kwargs)), labels(args, kwargs, names))}
+    problems = []
+    for c, original, version, rg in kept:
+        label = named.get(id(original), "an input")
+        if c.requires_grad != rg:
+            problems.append(flip(label, rg))
+        if c._version != version or c.shape != original.shape:
+            problems.append((label, changes(original, c)))
+    return problems
+
+
+def _tensors(v: Any) -> list[torch.Tensor]:
+    """The tensors of (args, kwargs) in ``labels``' order."""
+    if isinstance(v, torch.Tensor):
+        return [v]
+    if isinstance(v, (list, tuple)):
+        return [t for x in v for t in _tensors(x)]
+    if isinstance(v, dict):
+        return [t for x in v.values() for t in _tensors(x)]
+    return []
