@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shlex
 from pathlib import Path
 
 import pytest
 
+from judge.cli import _parser
 from judge.exercise import REPO_ROOT
 from judge.service.config import PREFIX, Config
 
@@ -131,3 +133,20 @@ def test_every_measured_section_of_performance_is_dated():
                if h not in ("The design, in short", "How to measure")
                and not re.search(r"\d{4}-\d{2}-\d{2}", h)]
     assert not undated, f"performance.md sections without the date of their run: {undated}"
+
+
+def test_every_judge_command_shown_is_one_the_cli_accepts():
+    """Each ``judge ...`` line of a shell block in README.md and docs/ parses (it is not run)."""
+    shown = []
+    for page in PAGES:
+        for block in re.findall(r"^```sh\n(.*?)^```", page.read_text(), re.MULTILINE | re.DOTALL):
+            for line in block.splitlines():
+                if line.lstrip().startswith("judge "):
+                    shown.append((page.name, shlex.split(line, comments=True)[1:]))
+    assert len(shown) >= 15, shown
+    parser = _parser()
+    for name, argv in shown:
+        try:
+            parser.parse_args(argv)
+        except SystemExit:
+            pytest.fail(f"{name}: `judge {shlex.join(argv)}` is not a command judge accepts")
