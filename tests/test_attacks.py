@@ -347,7 +347,7 @@ class TestInputsAndAnswers:
 
     def test_rewriting_an_input_to_steer_the_expectation_is_caught_in_every_test(self, sandbox):
         v = run_attack("steer_expectations", sandbox, REFERENCE=EX.solution_path.read_text())
-        assert v.verdict == "rejected" and v.error is None, v.error
+        assert v.verdict == "rejected" and v.error is None and v.exit_code == 1, v.error
         extreme = next(t for tier in v.tiers for t in tier.tests if t.name == "test_extreme_log_ratios")
         assert extreme.status == "failed"
         assert "modified its input(s) in place" in extreme.message and "`rollout_logp` written at" in extreme.message
@@ -356,7 +356,7 @@ class TestInputsAndAnswers:
 
     def test_flipping_an_inputs_requires_grad_is_reported(self, sandbox):
         v = run_attack("flip_requires_grad", sandbox, REFERENCE=EX.solution_path.read_text())
-        assert v.verdict == "rejected" and v.error is None, v.error
+        assert v.verdict == "rejected" and v.error is None and v.exit_code == 1, v.error
         messages = [t.message for tier in v.tiers for t in tier.tests if t.status == "failed"]
         assert any("`rollout_logp` had its requires_grad flag changed from False to True" in m
                    for m in messages), messages

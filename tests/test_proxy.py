@@ -177,6 +177,9 @@ def test_non_contiguous_inputs_reach_the_child_with_their_strides(sub):
         got = sub.layout(view).tolist()
         assert got == list(view.stride()) + [int(view.is_contiguous())], view.stride()
     assert sub.double(base.t()).tolist() == (base.t() * 2).tolist()  # values as the test sees them
+    row = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    sub.scale_sum(row.expand(2, 3), torch.tensor([[True, True, False], [True, False, False]])).backward()
+    assert row.grad.tolist() == [6.0, 3.0, 0.0]  # through the expanded view to the test's leaf
 
 
 def test_a_batch_answers_like_direct_calls(sub):
