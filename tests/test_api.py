@@ -253,7 +253,10 @@ def test_event_ids_are_per_stream_and_last_event_id_is_validated(service, graded
         assert sse_ids(resumed) == ids[3:] and "event: end" in resumed
         blocks = [b for b in text.split("\n\n") if b.startswith("id:")]
         assert [b for b in resumed.split("\n\n") if b.startswith("id:")] == blocks[3:]
-        for bad in ("abc", "-1", "1.5", "9" * 40, "0x10", str(len(ids) + 1)):
+        with c.stream("GET", f"/submissions/{sid}/events", headers={"Last-Event-ID": "999"}) as s:
+            past = "".join(s.iter_text())  # past the last event: nothing to replay, then the end
+        assert sse_ids(past) == [] and past.startswith("event: end")
+        for bad in ("abc", "-1", "1.5", "9" * 40, "0x10", "", "3 4"):
             r = c.get(f"/submissions/{sid}/events", headers={"Last-Event-ID": bad})
             assert r.status_code == 400 and r.json()["error"] == "bad_last_event_id", (bad, r.text)
             assert "Last-Event-ID" in r.json()["detail"]

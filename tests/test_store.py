@@ -235,10 +235,11 @@ def test_event_positions_are_per_submission(store):
     store.progress(a, {"tier": "T1"})
     ids = [e["id"] for e in store.events(a)]
     assert len(ids) == 4  # queued, running, T0, T1
-    assert store.event_position(a, 0) == 0
-    assert [store.event_position(a, n) for n in (1, 2, 3, 4)] == ids
-    assert store.event_position(a, 5) is None
-    assert [e["id"] for e in store.events(a, after=store.event_position(a, 2))] == ids[2:]
+    assert store.resume_point(a, 0) == (0, 0)
+    assert [store.resume_point(a, n) for n in (1, 2, 3, 4)] == [(i, n) for n, i in enumerate(ids, 1)]
+    assert store.resume_point(a, 5) == store.resume_point(a, 10**9) == (ids[-1], 4)  # past the end
+    after, _ = store.resume_point(a, 2)
+    assert [e["id"] for e in store.events(a, after=after)] == ids[2:]
 
 
 def test_metrics(store):

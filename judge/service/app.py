@@ -228,9 +228,10 @@ def create_app(cfg: Config) -> FastAPI:
     @app.get("/submissions", dependencies=AUTH, response_model=SubmissionPage, tags=["submissions"],
              responses=_err(400, 422))
     def list_submissions(request: Request, limit: int = Query(20, ge=1, le=100),
-                         cursor: str | None = Query(None, max_length=200, description=(
+                         cursor: str | None = Query(None, description=(
                              "next_cursor of the previous page (opaque: it names a position in "
-                             "your own list, nothing else)"))):
+                             "your own list, nothing else); any other value is a 400"),
+                             json_schema_extra={"pattern": SUBMISSION_ID.pattern})):  # enforced below: 400
         """The caller's own submissions, newest first."""
         if cursor is not None and not SUBMISSION_ID.match(cursor):
             raise ApiError(400, "bad_cursor", "cursor is not one this server gave you: pass next_cursor "
@@ -278,20 +279,19 @@ def create_app(cfg: Config) -> FastAPI:
                               "description": "server-sent events: status, test, and a final end"},
                         **_err(400, 404)})
     async def get_events(sid: str, request: Request, last_event_id: str | None = Header(
-            None, description="resume after this event (the id of the last one received)")):
+            None, description="resume after this event (the id of the last one received; past "
+            "the last event sent: from the end); anything but a number is a 400",
+            json_schema_extra={"pattern": LAST_EVENT_ID.pattern})):  # enforced below: 400
         """Tier progress as server-sent events; the last one (``end``) carries the whole document.
         Events are numbered 1, 2, … within the submission's stream (its ids)."""
         owned(request, sid)
         number = 0  # how many of this submission's events the client has
-        if last_event_id is not None and last_event_id.strip():
-            if not LAST_EVENT_ID.match(last_event_id.strip()):
+        if last_event_id is not None:
+            if not LAST_EVENT_ID.match(last_event_id):
                 raise ApiError(400, "bad_last_event_id", "Last-Event-ID must be the id of an event "
                                f"of this stream (1, 2, …), got {last_event_id[:40]!r}")
             number = int(last_event_id)
-        after = store.event_position(sid, number)  # the events table's id to resume after
-        if after is None:
-            raise ApiError(400, "bad_last_event_id", f"Last-Event-ID {number}: this stream has not "
-                           f"sent that many events")
+        after, number = store.resume_point(sid, number)  # the events table's id to resume after
 
         async def stream():
             deadline = time.monotonic() + SSE_MAX_SECONDS
@@ -383,6 +383,12 @@ def create_app(cfg: Config) -> FastAPI:
                                  routes=app.routes)
             prop = schema["components"]["schemas"]["SubmitRequest"]["properties"]["exercise"]
             prop["enum"] = sorted(catalog)
+            # optional parameters: absent, or a string of this form (never a JSON null)
+            for path, name, pattern in (("/submissions", "cursor", SUBMISSION_ID.pattern),
+                                        ("/submissions/{sid}/events", "last-event-id", LAST_EVENT_ID.pattern)):
+                for param in schema["paths"][path]["get"]["parameters"]:
+                    if param["name"] == name:
+                        param["schema"] = {"type": "string", "pattern": pattern}
             app.openapi_schema = schema
         return app.openapi_schema
 

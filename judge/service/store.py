@@ -93,8 +93,9 @@ class QueueFull(Exception):
 
 
 @dataclass
-class Job:
-    """A claimed submission, as a worker sees it."""
+class ClaimedSubmission:
+    """A claimed submission, as a worker sees it (not ``judge.box.job.Job``, the sandboxed child
+    that grades it)."""
     id: str
     exercise: str
     mode: str
@@ -207,15 +208,20 @@ class Store:
                                "ORDER BY id LIMIT ?", (sid, after, limit)).fetchall()
         return [dict(r) for r in rows]
 
-    def event_position(self, sid: str, number: int) -> int | None:
-        """The events table's id of ``sid``'s ``number``-th event (1-based; 0 gives 0), for a
-        stream resumed after it; None when ``sid`` has fewer events. Streams number their events
-        per submission, so a client never sees the global counter (others' activity)."""
-        if number == 0:
-            return 0
-        row = self.db.execute("SELECT id FROM events WHERE submission = ? ORDER BY id "
-                              "LIMIT 1 OFFSET ?", (sid, number - 1)).fetchone()
-        return row["id"] if row else None
+    def resume_point(self, sid: str, number: int) -> tuple[int, int]:
+        """Where a stream that has sent ``number`` of ``sid``'s events resumes: (the events
+        table's id of the ``number``-th, ``number``), or past the last one when there are fewer.
+        Streams number their events per submission (1, 2, …), so a client never sees the
+        global counter, which moves with everyone's gradings."""
+        if number > 0:
+            row = self.db.execute("SELECT id FROM events WHERE submission = ? ORDER BY id "
+                                  "LIMIT 1 OFFSET ?", (sid, number - 1)).fetchone()
+            if row is not None:
+                return row["id"], number
+            row = self.db.execute("SELECT coalesce(max(id), 0), count(*) FROM events WHERE submission = ?",
+                                  (sid,)).fetchone()
+            return row[0], row[1]
+        return 0, 0
 
     def last_change(self) -> int:
         return self.db.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0]
@@ -227,7 +233,7 @@ class Store:
     def has_queued(self) -> bool:
         return self.db.execute("SELECT 1 FROM submissions WHERE status = 'queued' LIMIT 1").fetchone() is not None
 
-    def claim(self, worker: str, share: int | None = None) -> Job | None:
+    def claim(self, worker: str, share: int | None = None) -> ClaimedSubmission | None:
         """Atomically take the next queued submission, by fair share, and mark it running.
 
         Fair share: among the clients with a submission queued, the one with the fewest running
@@ -254,7 +260,7 @@ class Store:
                        "+ 1 FROM turns), ?) ON CONFLICT (client) DO UPDATE SET served = excluded.served, "
                        "at = excluded.at", (row["client"], now))
             self._event(db, row["id"], "status", {"status": "running", "attempt": row["attempts"]})
-        return Job(row["id"], row["exercise"], row["mode"], row["code"], row["attempts"])
+        return ClaimedSubmission(row["id"], row["exercise"], row["mode"], row["code"], row["attempts"])
 
     def progress(self, sid: str, data: dict) -> None:
         self.progress_batch([(sid, time.time(), data)])
