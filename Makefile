@@ -11,7 +11,7 @@ VENV ?= $(shell sh scripts/venv-dir.sh)
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.judge-installed
 
-.PHONY: setup serve test bench clean
+.PHONY: setup serve test fuzz bench clean
 
 setup: $(STAMP)
 
@@ -27,6 +27,13 @@ serve: setup
 test: setup
 	$(PY) -m pytest -q --maxfail=5 -p no:randomly tests exercises; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+
+# The boundary fuzzer alone, for longer than `make test` runs it (a few seconds there): raw
+# frames written by a sandboxed child, FUZZ_EXAMPLES of them, fresh random ones each run.
+FUZZ_EXAMPLES ?= 2000
+fuzz: setup
+	JUDGE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) JUDGE_FUZZ_RANDOM=1 $(PY) -m pytest -q -p no:randomly \
+		tests/test_attacks.py -k TestFuzz
 
 bench: setup
 	$(PY) -m judge.service.bench

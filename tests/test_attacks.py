@@ -8,6 +8,7 @@ the judge) and, if the attack succeeded, would make itself accepted by exec-ing 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 import os
 import socket
 import threading
@@ -335,6 +336,230 @@ def checkout_is_unchanged():
     assert repo_digest() == before, "an attack changed a file of the checkout"
 
 
+# --- the trust boundary (issue 16): what the child sends is data, checked; the judge's work is
+# bounded; nothing outlives a grading. Each attack is checked for its verdict and exit code, the
+# judge's peak memory during the grading, the size of what it wrote, and what it left behind.
+
+import dataclasses as _dc  # noqa: E402
+import re  # noqa: E402
+import time  # noqa: E402
+
+from judge.errors import RemoteException  # noqa: E402
+from judge.exercise import load_exercise  # noqa: E402
+
+PEAK_MB = 1500  # the judge's peak resident memory during one hostile grading, at most
+ARTIFACTS_BYTES = 2 << 20  # what one grading may write to its artifact folder, at most
+DOCUMENT_BYTES = 300_000  # the verdict document's JSON, at most
+
+
+@_dc.dataclass
+class Outcome:
+    verdict: Verdict  # what grade() returned
+    peak_mb: float  # the judge process's peak RSS during the grading (VmHWM, reset before it)
+    artifacts_bytes: int  # bytes written to the artifact folder
+    document_bytes: int  # bytes of the verdict's JSON
+
+
+def _reset_peak() -> None:
+    with open("/proc/self/clear_refs", "w") as f:  # "5": reset VmHWM to the current RSS
+        f.write("5")
+
+
+def _peak_mb() -> float:
+    with open("/proc/self/status") as f:
+        return int(re.search(r"VmHWM:\s+(\d+)", f.read()).group(1)) / 1024
+
+
+def _descriptors() -> set[str]:
+    """This process's pipes and sockets (what a job holds: its socket and its output pipe)."""
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(("socket:", "pipe:")):
+            out.add(f"{fd}:{target}")
+    return out
+
+
+def _mounts(sandbox) -> int:
+    with open("/proc/self/mountinfo") as f:
+        return sum(str(sandbox.scratch_root) in line for line in f)
+
+
+def _descendants(pid: int) -> list[int]:
+    parent = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    out, frontier = [], {pid}
+    while frontier:
+        frontier = {p for p, pp in parent.items() if pp in frontier}
+        out += frontier
+    return sorted(out)
+
+
+def assert_nothing_survives(sandbox, descriptors: set[str], mounts: int) -> None:
+    """No child below the zygote, no job, mount, scratch folder or descriptor left."""
+    sandbox.drain()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (_descendants(sandbox.proc.pid) or sandbox._jobs):
+        time.sleep(0.05)
+    assert _descendants(sandbox.proc.pid) == [], "a sandboxed process outlived its grading"
+    assert not sandbox._jobs, "a job was never cleaned up"
+    assert _mounts(sandbox) == mounts, "a scratch tmpfs outlived its grading"
+    assert not any(sandbox.scratch_root.iterdir()), "a scratch folder outlived its grading"
+    assert _descriptors() - descriptors == set(), "a descriptor outlived its grading"
+
+
+def graded(sandbox, source: str, tmp_path: Path, exercise=FAST, tiers=None) -> Outcome:
+    """Grade ``source`` as a hostile submission and check that nothing outlives it."""
+    sandbox.drain()
+    descriptors, mounts = _descriptors(), _mounts(sandbox)
+    out = tmp_path / "out"
+    _reset_peak()
+    v = grade(exercise, source, sandbox=sandbox, mode="submit", seed=7, out_dir=out, tiers=tiers)
+    peak = _peak_mb()
+    assert_nothing_survives(sandbox, descriptors, mounts)
+    written = sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) if out.exists() else 0
+    return Outcome(v, peak, written, len(v.model_dump_json()))
+
+
+def attack_source(name: str, **subst) -> str:
+    src = (ATTACKS / f"{name}.py").read_text()
+    for k, v in {"REPO": str(REPO_ROOT), **subst}.items():
+        src = src.replace("{{" + k + "}}", str(v))
+    return src
+
+
+def assert_bounded(o: Outcome, kind: str | None, exit_code: int = 3) -> None:
+    v = o.verdict
+    assert v.verdict == "rejected", (v.verdict, v.error)
+    assert (v.error.kind if v.error else None) == kind, v.error
+    assert v.exit_code == exit_code
+    assert o.peak_mb < PEAK_MB, f"the judge's memory peaked at {o.peak_mb:.0f} MB"
+    assert o.artifacts_bytes < ARTIFACTS_BYTES and o.document_bytes < DOCUMENT_BYTES, \
+        (o.artifacts_bytes, o.document_bytes)
+
+
+# Frames the forged_frame attack writes (Python expressions over its ``frame`` helper), each
+# with the verdict's error kind it must give.
+FORGED = {
+    "resources_nan": ("call", 'frame({"ok": True, "handle": 0, "result": {"f": 0.0}, '
+                              '"ru": [1.0, float("nan")]})', "runtime_error"),
+    "resources_huge": ("call", 'frame({"ok": True, "result": {"f": 0.0}, "ru": [1e300, 10**30]})',
+                       "runtime_error"),
+    "ok_as_int": ("call", 'frame({"ok": 1, "result": {"f": 0.0}, "ru": [0.0, 0]})', "runtime_error"),
+    "unknown_field": ("call", 'frame({"ok": True, "result": {"f": 0.0}, "ru": [0.0, 0], "x": 1})',
+                      "runtime_error"),
+    "load_missing_count": ("import", 'frame({"ok": True, "missing": 5, "ru": [0.0, 0]})',
+                           "runtime_error"),
+    "load_huge_names": ("import", 'frame({"ok": True, "missing": ["x" * 40_000] * 20, '
+                                  '"ru": [0.0, 0]})', "runtime_error"),
+    "load_undeclared_name": ("import", 'frame({"ok": True, "missing": ["system"], "ru": [0.0, 0]})',
+                             "runtime_error"),
+    "load_internal_kind": ("import", 'frame({"ok": False, "kind": "internal", "message": "judge '
+                                     'bug", "ru": [0.0, 0]})', "runtime_error"),
+    "exception_forged": ("call", 'frame({"ok": False, "exc": {"type": "Value Error\\n" * 50, '
+                                 '"message": "x" * 100_000}, "ru": [0.0, 0]})', "runtime_error"),
+    "shape_absurd": ("call", 'frame({"ok": True, "result": {"T": 0, "dtype": "float64", '
+                             '"shape": [0] + [1 << 28] * 7}, "nb": [0], "ru": [0.0, 0]})',
+                     "runtime_error"),
+    "float_overflow": ("call", 'frame(None, head=b\'{"ok": true, "result": {"f": 1\' + b"0" * 400 '
+                               '+ b\'}, "ru": [0.0, 0]}\')', "runtime_error"),
+    "tensor_claimed_twice": ("call", 'frame({"ok": True, "result": {"L": [{"T": 0, "dtype": '
+                                     '"float64", "shape": [1]}] * 2}, "nb": [8], "ru": [0.0, 0]}, '
+                                     'b"\\0" * 8)', "runtime_error"),
+    "header_over_cap": ("call", 'frame({"ok": True, "result": {"f": 0.0}, "ru": [0.0, 0], '
+                                '"pad": "x" * (2 << 20)})', "memory_limit"),
+    "payload_over_cap": ("call", 'struct.pack("!II", 2, 200 << 20) + b"{}"', "memory_limit"),
+}
+
+
+@pytest.mark.usefixtures("then_reference_is_graded")
+class TestBoundary:
+    @pytest.mark.parametrize("case", sorted(FORGED))
+    def test_a_forged_frame_is_the_submissions_fault(self, sandbox, tmp_path, case):
+        phase, expr, kind = FORGED[case]
+        o = graded(sandbox, attack_source("forged_frame", FRAME=expr, PHASE=phase, WHAT=case), tmp_path)
+        assert_bounded(o, kind)
+        assert "forging a frame" in o.verdict.output
+
+    def test_fresh_exception_types_add_nothing_to_the_judge(self, sandbox, tmp_path):
+        def remote_classes(cls=RemoteException) -> int:
+            return sum(1 + remote_classes(c) for c in cls.__subclasses__())
+
+        before = remote_classes()
+        o = graded(sandbox, attack_source("exception_names"), tmp_path)
+        assert_bounded(o, None, exit_code=1)  # failed tests, each naming what was raised
+        assert remote_classes() == before, "a class was made per exception name"
+        messages = [r.message for t in o.verdict.tiers for r in t.tests if r.status == "failed"]
+        assert messages and all(len(m) <= 4100 for m in messages)
+        # named as raised, made an identifier (the spaces and the newline of the name are _)
+        assert any("raised Fresh0_xxx" in m for m in messages), messages[:1]
+        assert any("__not_an_identifier: mmm" in m for m in messages), messages[:1]
+
+    def test_an_answer_over_the_cap_is_refused_unread(self, sandbox, tmp_path):
+        o = graded(sandbox, attack_source("huge_answers", MB=200), tmp_path)
+        assert_bounded(o, "memory_limit")
+        assert "64 MB" in o.verdict.error.message
+
+    def test_answers_over_the_gradings_budget_stop_it(self, sandbox, tmp_path):
+        o = graded(sandbox, attack_source("huge_answers", MB=40), tmp_path)
+        assert_bounded(o, "memory_limit")
+        assert "256 MB" in o.verdict.error.message
+
+
+UNREAD_TEST = '''
+import torch
+from judge.testing import batch
+
+
+def test_leaves_its_answer_unread(sub):
+    with batch(sub) as b:
+        b.f(torch.ones(1))
+'''
+
+
+def tiny_exercise(pack: Path, slug: str, tests: str, limits: str):
+    """A one-function exercise, ``f(x) -> Tensor`` (reference: 2 x), with one T0 test file."""
+    folder, ref = pack / "exercises" / slug, pack / "reference" / slug
+    (folder / "tests").mkdir(parents=True)
+    ref.mkdir(parents=True)
+    (folder / "exercise.toml").write_text(f'title = "{slug}"\n[[functions]]\nname = "f"\n'
+                                          f'signature = "f(x) -> Tensor"\n[limits]\n{limits}\n')
+    (folder / "spec.md").write_text(f"# {slug}\n")
+    (folder / "starter.py").write_text("def f(x):\n    raise NotImplementedError\n")
+    (folder / "experiment.py").write_text("def run(impl, out_dir=None):\n    return {}\n")
+    (folder / "tests" / f"test_t0_{slug}.py").write_text(tests)
+    for name in ("solution.py", "oracle.py"):
+        (ref / name).write_text("def f(x):\n    return 2 * x\n")
+    return load_exercise(folder)
+
+
+@pytest.fixture(scope="module")
+def unread_exercise(tmp_path_factory):
+    """An exercise whose only test sends a call and never reads its answer: the judge reads it
+    while it ends the job, after the tests."""
+    return tiny_exercise(tmp_path_factory.mktemp("pack"), "unread", UNREAD_TEST,
+                         "call_seconds = 2\ntotal_seconds = 20\ncpu_seconds = 5\nmemory_mb = 512")
+
+
+@pytest.mark.parametrize("how,kind", [("exit", "runtime_error"), ("os_exit", "runtime_error"),
+                                      ("interrupt", "runtime_error"), ("sleep", "time_limit")])
+def test_an_unread_answer_that_ends_the_process_still_ends_the_job(sandbox, tmp_path,
+                                                                   unread_exercise, how, kind):
+    o = graded(sandbox, attack_source("exit_in_unread_answer", HOW=how), tmp_path,
+               exercise=unread_exercise)
+    assert_bounded(o, kind)
+    ok = grade(unread_exercise, "def f(x):\n    return 2 * x\n", sandbox=sandbox)
+    assert ok.verdict == "accepted", ok.error
+
+
 def peak_rss_mb() -> float:
     import resource
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -377,3 +602,175 @@ class TestInputsAndAnswers:
         t3 = next(t for t in v.tiers if t.tier == "T3")
         assert t3.status == "failed", [(t.status, t.message) for t in t3.tests]
         assert f"sequence_ratio returned shape {shape}, expected (3,)" in t3.tests[0].message
+
+
+# --- the fuzzer: raw bytes of hypothesis's choosing, written by the child on its job socket
+# (at import, or at the start of a direct, batched or differentiated call). Each example checks a
+# sane verdict (never the judge's failure), bounded judge memory and document, and that nothing
+# outlives it. A few seconds in the normal suite; `make fuzz` runs JUDGE_FUZZ_EXAMPLES of them.
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+from judge.errors import FAILURE_KINDS  # noqa: E402
+from sandbox import wire  # noqa: E402
+
+FUZZ_EXAMPLES = int(os.environ.get("JUDGE_FUZZ_EXAMPLES", "12"))  # make fuzz: many more, random
+FUZZ_TESTS = '''
+import torch
+from judge.testing import assert_close, batch
+
+
+def test_direct_and_backward(sub):
+    x = torch.ones(3, requires_grad=True)
+    y = sub.f(x)
+    assert_close(y, torch.full((3,), 2.0), what="f")
+    y.sum().backward()
+    assert_close(x.grad, torch.full((3,), 2.0), what="its gradient")
+
+
+def test_batched(sub):
+    with batch(sub) as b:
+        pending = [b.f(torch.full((2,), float(k), dtype=torch.float64)) for k in range(3)]
+    for k, p in enumerate(pending):
+        assert_close(p.value, torch.full((2,), 2.0 * k, dtype=torch.float64), what="f")
+'''
+
+_json = st.recursive(st.none() | st.booleans() | st.integers(-(2**70), 2**70)
+                     | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=20),
+                     lambda inner: st.lists(inner, max_size=4)
+                     | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=12)
+
+
+def _tensor_node():
+    return st.fixed_dictionaries(
+        {"T": st.integers(-1, 3), "dtype": st.sampled_from(list(wire.DTYPES) + ["complex64", 7]),
+         "shape": st.lists(st.integers(-1, 1 << 30) | st.just(0), max_size=9)},
+        optional={"rg": st.booleans() | st.integers(), "sub": st.text(max_size=8),
+                  "st": st.lists(st.integers(-2, 1 << 20), max_size=9)})
+
+
+_value = st.recursive(
+    _json | _tensor_node() | st.fixed_dictionaries({"f": _json}) | st.fixed_dictionaries({"I": _json})
+    | st.fixed_dictionaries({"O": _json}, optional={"r": _json}),
+    lambda inner: st.fixed_dictionaries({"L": st.lists(inner, max_size=4)})
+    | st.fixed_dictionaries({"U": st.lists(inner, max_size=4)})
+    | st.fixed_dictionaries({"D": st.lists(st.tuples(st.text(max_size=4), inner).map(list), max_size=3)}),
+    max_leaves=8)
+_number = (st.floats(allow_nan=True, allow_infinity=True) | st.integers(-(2**66), 2**66)
+           | st.sampled_from(["1", None, True]))
+_reply = st.fixed_dictionaries({}, optional={
+    "ok": st.sampled_from([True, False, 1, 0, None, "true"]),
+    "handle": st.integers(-5, 2**64) | st.booleans(),
+    "result": _value, "mutated": _value, "eager": _value, "grads": _value, "flipped": _value,
+    "nb": st.lists(st.integers(-8, 1 << 20), max_size=4) | _json,
+    "ru": st.lists(_number, min_size=0, max_size=3) | _json,
+    "exc": st.fixed_dictionaries({}, optional={"type": st.text(max_size=30) | _json,
+                                               "message": st.text(max_size=50) | _json,
+                                               "where": _json, "kind": _json}) | _json,
+    "missing": st.lists(st.sampled_from(["f", "g", "f" * 200]) | _json, max_size=3) | _json,
+    "kind": st.sampled_from(["syntax_error", "import_error", "internal", "time_limit"]) | _json,
+    "message": st.text(max_size=40), "line": _json, "event": st.sampled_from(["hello", "exited"]),
+    "x": _json})
+
+
+# Well-formed replies of each kind, which the fuzzer mostly mutates a field or two of (a
+# nearly-right frame reaches further into the judge than noise does).
+_VALID = [
+    ({"ok": True, "missing": [], "ru": [1.0, 1000]}, b""),
+    ({"ok": False, "kind": "import_error", "message": "E: m", "ru": [1.0, 1000]}, b""),
+    ({"ok": True, "handle": 0, "result": {"T": 0, "dtype": "float32", "shape": [3]}, "nb": [12],
+      "ru": [1.0, 1000]}, b"\0" * 16),
+    ({"ok": True, "handle": 1, "result": {"T": 0, "dtype": "float32", "shape": [3], "rg": True},
+      "eager": {"L": [{"T": 1, "dtype": "float32", "shape": [3]}]}, "nb": [12, 12],
+      "ru": [1.0, 1000]}, b"\0" * 32),
+    ({"ok": True, "result": {"T": 0, "dtype": "float64", "shape": [2]},
+      "mutated": {"D": [["0", {"T": 1, "dtype": "float64", "shape": [2]}]]}, "nb": [16, 16],
+      "ru": [1.0, 1000]}, b"\0" * 32),
+    ({"ok": False, "exc": {"type": "ValueError", "message": "m", "where": "", "kind": None},
+      "ru": [1.0, 1000]}, b""),
+]
+_extreme = (_number | _json | _value | st.lists(_number, max_size=3)
+            | st.text(min_size=0, max_size=300) | st.sampled_from(["x" * 5000, 10**400]))
+
+
+@st.composite
+def _reply_frame(draw, load: bool) -> tuple[Any, bytes]:
+    import copy as _c
+    header, payload = _c.deepcopy(draw(st.sampled_from(_VALID[:2] if load else _VALID[2:])))
+    for _ in range(draw(st.integers(0, 3))):
+        op = draw(st.sampled_from(["set", "set", "set", "nested", "drop", "add"]))
+        key = draw(st.sampled_from(sorted(header) or ["ok"]))
+        if op == "set":
+            header[key] = draw(_extreme)
+        elif op == "nested" and isinstance(header.get(key), (dict, list)) and header[key]:
+            inner = header[key]
+            k = draw(st.sampled_from(sorted(inner) if isinstance(inner, dict) else range(len(inner))))
+            inner[k] = draw(_extreme)
+        elif op == "drop":
+            header.pop(key, None)
+        else:
+            header[draw(st.sampled_from(["x", "nb", "ru", "result", "eager", "grads"]))] = draw(_extreme)
+    if draw(st.booleans()):
+        payload = draw(st.binary(max_size=48))
+    return header, payload
+
+
+@st.composite
+def frames(draw, load: bool = False) -> bytes:
+    """A frame, mostly well-formed in its framing, with a header from the reply space above
+    (nearly-right replies, any reply-like object, raw JSON) or raw bytes, a payload, and
+    sometimes lies in its length prefix; now and then two frames back to back."""
+    import json as _j
+    import struct as _s
+    kind = draw(st.sampled_from(["near", "near", "near", "reply", "json", "raw"]))
+    if kind == "raw":
+        return draw(st.binary(max_size=64))
+    if kind == "near":
+        header, payload = draw(_reply_frame(load))
+    else:
+        header = draw(_reply if kind == "reply" else _json)
+        payload = draw(st.binary(max_size=48) | st.integers(0, 64).map(lambda n: b"\0" * n))
+    try:
+        head = _j.dumps(header, allow_nan=True).encode(errors="surrogatepass")
+    except ValueError:  # an int json will not write: the digits by hand
+        head = b"{}"
+    head_len, size = len(head), len(payload)
+    lie = draw(st.sampled_from(["none"] * 6 + ["short", "long", "huge", "header_huge"]))
+    if lie == "short":
+        size = max(size - 1, 0)
+    elif lie == "long":
+        size += 1
+    elif lie == "huge":
+        size = draw(st.integers(1 << 20, (1 << 32) - 1))
+    elif lie == "header_huge":
+        head_len = draw(st.integers(1 << 20, (1 << 32) - 1))
+    out = _s.pack("!II", head_len, size) + head + payload
+    return out + (draw(frames(load)) if draw(st.integers(0, 9)) == 0 else b"")
+
+
+@pytest.fixture(scope="module")
+def fuzz_exercise(tmp_path_factory):
+    return tiny_exercise(tmp_path_factory.mktemp("pack"), "fuzzed", FUZZ_TESTS,
+                         "call_seconds = 0.5\ntotal_seconds = 10\ncpu_seconds = 5\nmemory_mb = 512")
+
+
+@pytest.mark.usefixtures("then_reference_is_graded")
+class TestFuzz:
+    def test_frames_from_inside_the_child_give_a_sane_verdict(self, sandbox, fuzz_exercise,
+                                                             tmp_path_factory):
+        @settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=os.environ.get("JUDGE_FUZZ_RANDOM") != "1",
+                  suppress_health_check=list(HealthCheck), database=None)
+        @given(data=st.data())
+        def one(data) -> None:
+            at = data.draw(st.sampled_from([0, 1, 2, 3]), label="at")  # 0: the import's reply
+            frame = data.draw(frames(load=at == 0), label="frame")
+            src = attack_source("fuzz_frames", FRAME_HEX=frame.hex(), AT=at)
+            o = graded(sandbox, src, tmp_path_factory.mktemp("fuzz"), exercise=fuzz_exercise)
+            v = o.verdict
+            assert v.verdict in ("accepted", "rejected"), (v.verdict, v.error, frame)
+            assert v.error is None or v.error.kind in FAILURE_KINDS, v.error
+            assert v.exit_code in (0, 1, 3)
+            assert o.peak_mb < PEAK_MB and o.document_bytes < DOCUMENT_BYTES
+        one()
+        honest = grade(fuzz_exercise, "def f(x):\n    return 2 * x\n", sandbox=sandbox)
+        assert honest.verdict == "accepted", honest.error
