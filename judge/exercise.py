@@ -258,4 +258,5 @@ def resolve(name_or_path: str, root: Path | None = None) -> Exercise:
         return load_exercise(root / name_or_path)
     known = ", ".join(p.name for p in exercise_folders(root)) or "none"
     raise UnknownExercise(f"unknown exercise {name_or_path!r}; expected one of: {known} "
-                          f"(in {root}), or a folder holding exercise.toml")
+                          f"(in {root}; another pack: --exercises DIR or {EXERCISES_ENV}), "
+                          f"or a folder holding exercise.toml")
