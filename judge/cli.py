@@ -77,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("--all", action="store_true", help="every exercise of the pack")
     val.add_argument("--seed", type=int, default=None, help="the validation seed (default 1234)")
     val.add_argument("--max-mutants", type=int, default=None,
-                     help="grade at most N mutants per exercise (default 60; 0: all)")
+                     help="grade at most N mutants per exercise (default 0: all)")
     val.add_argument("--no-mutants", action="store_true", help="skip mutation testing")
     val.add_argument("--json", action="store_true", help="print only the report document on stdout")
     val.add_argument("-v", "--verbose", action="store_true", help="list every mutant, not only survivors")

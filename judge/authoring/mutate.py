@@ -11,11 +11,18 @@ Each mutant is the reference with exactly one change, from a small fixed set of 
 | `mask`       | `torch.where(m, a, b)` → `a`; `x * mask` → `x`; `x.masked_fill(m, v)` → `x` | `where->a`       |
 | `summean`    | `sum` ↔ `mean` (`x.sum(...)`, `torch.sum(...)`)                            | `sum->mean`      |
 | `constant`   | a number `c` → `c + 1` (`-1` → `0`, `0.2` → `1.2`)                         | `0.2->1.2`       |
+| `guard`      | an `if ...: raise` removed; any other `raise` → `pass`                     | `guard->removed` |
+| `default`    | a default argument changed: a number halved, a bool flipped, a string to a sibling value of the module (`("softmax", "sigmoid")`) | `default:eps=0.2->0.1` |
+| `wheremul`   | `torch.where(c, a, b)` → `a * c + b * ~c` (selection by multiplication)   | `where->mul`     |
+| `expdiv`     | `exp(a - b)` → `exp(a) / exp(b)` (`torch.exp` and `.exp()`)                 | `exp(a-b)->exp(a)/exp(b)` |
+| `cast`       | `.to(...)`, `.double()`, `.float()`, `.long()`, `.clone()`... → removed      | `to->removed`    |
+| `branch`     | one branch of an `if` kept (`if->then`, `if->else`; no else: `if->always`, `if->never`), likewise `a if c else b` | `if->then` |
 
 A mutant's id is ``<file>:<line>:<label>`` (``solution.py:42:LtE->Lt``), with ``#2``, ``#3``...
 appended for the second, third... identical change on the same line, so authors can list
-known-equivalent mutants in ``exercise.toml``. Code inside ``raise`` statements and f-strings
-(error messages) is never mutated.
+known-equivalent mutants in ``reference/<slug>/mutants.toml``. Code inside ``raise`` statements
+and f-strings (error messages) is never mutated (a whole ``raise`` may be removed: ``guard``).
+Two operators that produce the same module count once (the first in ``OPERATORS`` order).
 """
 
 from __future__ import annotations
@@ -25,7 +32,10 @@ import copy
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-OPERATORS = ("comparison", "minmax", "clamp", "detach", "mask", "summean", "constant")
+OPERATORS = ("comparison", "minmax", "clamp", "detach", "mask", "summean", "constant",
+             "guard", "default", "wheremul", "expdiv", "cast", "branch")
+_CASTS = ("to", "double", "float", "half", "long", "int", "bool", "type", "clone", "contiguous")
+_CMP_CALLS = {"lt": "le", "le": "lt", "gt": "ge", "ge": "gt"}  # torch.lt(a, b), a.le(b)
 _CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
 _MINMAX = {"min": "max", "max": "min", "minimum": "maximum", "maximum": "minimum",
            "amin": "amax", "amax": "amin"}
@@ -46,13 +56,15 @@ class Mutant:
 
 
 # A site: where a mutation applies and how. ``apply`` receives the copied node and returns
-# the replacement node (or mutates it in place and returns it).
+# the replacement node (or mutates it in place and returns it); for a statement, a list of
+# statements (possibly empty) spliced into its block.
 @dataclass(frozen=True)
 class _Site:
     index: int  # position of the node in ast.walk order
     operator: str
     label: str
     apply: Callable[[ast.AST], ast.AST]
+    shown: tuple[str, str] | None = None  # (before, after) to show, when the node's text says little
 
 
 def _name_of(func: ast.AST) -> str | None:
@@ -118,6 +130,7 @@ def _skipped_ids(tree: ast.AST) -> set[int]:
 
 def _sites(tree: ast.AST) -> Iterator[_Site]:
     skip = _skipped_ids(tree)
+    yield from _statement_sites(tree, skip)
     unary_operands = {id(n.operand) for n in ast.walk(tree)
                       if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub)}
     for i, node in enumerate(ast.walk(tree)):
@@ -204,6 +217,136 @@ def _call_sites(i: int, node: ast.Call) -> Iterator[_Site]:
             yield _Site(i, "clamp", f"{name}-{bound}->None", drop)
     if name in ("clamp_min", "clamp_max") and is_method:
         yield _Site(i, "clamp", f"{name}->removed", lambda n: n.func.value)
+    # torch.lt(a, b) <-> torch.le(a, b), a.gt(b) <-> a.ge(b)
+    if name in _CMP_CALLS and (is_method or _is_torch_call(node)):
+        def swap_cmp(n, other=_CMP_CALLS[name]):
+            n.func.attr = other
+            return n
+        yield _Site(i, "comparison", f"{name}->{_CMP_CALLS[name]}", swap_cmp)
+    # torch.where(c, a, b) -> a * c + b * ~c: selection replaced by multiplication with the mask
+    if name == "where" and _is_torch_call(node) and len(node.args) == 3:
+        def where_mul(n):
+            c, a, b = n.args
+            keep = ast.BinOp(left=a, op=ast.Mult(), right=c)
+            drop = ast.BinOp(left=b, op=ast.Mult(), right=ast.UnaryOp(op=ast.Invert(), operand=copy.deepcopy(c)))
+            return ast.BinOp(left=keep, op=ast.Add(), right=drop)
+        yield _Site(i, "wheremul", "where->mul", where_mul)
+    # exp(a - b) -> exp(a) / exp(b)
+    diff = _exp_of_difference(node)
+    if diff is not None:
+        def exp_div(n):
+            a, b = _exp_of_difference(n)
+            return ast.BinOp(left=_exp_like(n, a), op=ast.Div(), right=_exp_like(n, b))
+        yield _Site(i, "expdiv", "exp(a-b)->exp(a)/exp(b)", exp_div)
+    # a dtype cast or a copy dropped: x.to(...), x.double(), x.clone() -> x
+    if name in _CASTS and is_method and not (name == "to" and not (node.args or node.keywords)):
+        yield _Site(i, "cast", f"{name}->removed", lambda n: n.func.value)
+
+
+def _exp_of_difference(node: ast.Call) -> tuple[ast.AST, ast.AST] | None:
+    """(a, b) when ``node`` is ``torch.exp(a - b)`` or ``(a - b).exp()``."""
+    if _name_of(node.func) != "exp":
+        return None
+    if _is_torch_call(node) and len(node.args) == 1 and not node.keywords:
+        arg = node.args[0]
+    elif isinstance(node.func, ast.Attribute) and not _is_torch_call(node) and not node.args:
+        arg = node.func.value
+    else:
+        return None
+    if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Sub):
+        return arg.left, arg.right
+    return None
+
+
+def _exp_like(call: ast.Call, operand: ast.AST) -> ast.AST:
+    """``torch.exp(operand)`` or ``operand.exp()``, the form ``call`` uses."""
+    if _is_torch_call(call):
+        return ast.Call(func=copy.deepcopy(call.func), args=[operand], keywords=[])
+    return ast.Call(func=ast.Attribute(value=operand, attr="exp", ctx=ast.Load()), args=[], keywords=[])
+
+
+def _raises(block: list[ast.stmt]) -> bool:
+    return any(isinstance(s, ast.Raise) for s in block)
+
+
+def _string_siblings(tree: ast.AST) -> list[tuple[str, ...]]:
+    """Tuples/lists/sets of string constants in the module (the allowed values of an option)."""
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Tuple, ast.List, ast.Set)) and len(n.elts) >= 2 and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in n.elts):
+            out.append(tuple(e.value for e in n.elts))
+    return out
+
+
+def _new_default(value, siblings: list[tuple[str, ...]]):
+    """A changed default: a number halved (0 -> 1), a bool flipped, a string to a sibling value."""
+    if isinstance(value, bool):
+        return not value
+    if type(value) in (int, float):
+        return type(value)(value / 2) if value and (type(value) is float or value % 2 == 0) else value + 1
+    if isinstance(value, str):
+        for group in siblings:
+            if value in group:
+                return next(v for v in group if v != value)
+    return None
+
+
+def _statement_sites(tree: ast.AST, skip: set[int]) -> Iterator[_Site]:
+    """guard, branch and default: statements removed or kept whatever the condition, defaults changed."""
+    siblings = _string_siblings(tree)
+    guard_raises = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.If) and _raises(n.body) and not n.orelse:
+            guard_raises.update(id(s) for s in n.body if isinstance(s, ast.Raise))
+    for i, node in enumerate(ast.walk(tree)):
+        if isinstance(node, ast.If) and id(node) not in skip:
+            if _raises(node.body) and not node.orelse:
+                yield _Site(i, "guard", "guard->removed", lambda n: [])
+                continue
+            if node.orelse:
+                yield _Site(i, "branch", "if->then", lambda n: list(n.body))
+                yield _Site(i, "branch", "if->else", lambda n: list(n.orelse))
+            else:
+                yield _Site(i, "branch", "if->always", lambda n: list(n.body))
+                yield _Site(i, "branch", "if->never", lambda n: [])
+        elif isinstance(node, ast.Raise) and id(node) not in guard_raises:
+            yield _Site(i, "guard", "raise->removed", lambda n: [])
+        elif isinstance(node, ast.IfExp) and id(node) not in skip:
+            yield _Site(i, "branch", "ifexp->then", lambda n: n.body)
+            yield _Site(i, "branch", "ifexp->else", lambda n: n.orelse)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield from _default_sites(i, node, siblings)
+
+
+def _default_sites(i: int, fn: ast.FunctionDef, siblings) -> Iterator[_Site]:
+    args = fn.args
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    for k, (arg, default) in enumerate(pairs):
+        value = _number(default) if _number(default) is not None else (
+            default.value if isinstance(default, ast.Constant) else None)
+        new = _new_default(value, siblings) if value is not None else None
+        if new is None or new == value:
+            continue
+
+        def change(n, k=k, new=new):
+            a = n.args
+            n_pos = len(a.defaults)
+            if k < n_pos:
+                a.defaults[k] = _default_node(new)
+            else:
+                kws = [j for j, d in enumerate(a.kw_defaults) if d is not None]
+                a.kw_defaults[kws[k - n_pos]] = _default_node(new)
+            return n
+        name = ast.unparse(arg)  # "eps: float" as the def unparses it
+        shown = (f"{name}={ast.unparse(default)}", f"{name}={ast.unparse(_default_node(new))}")
+        yield _Site(i, "default", f"default:{arg.arg}={value!r}->{new!r}", change, shown)
+
+
+def _default_node(v) -> ast.AST:
+    return _literal(v) if type(v) in (int, float) else ast.Constant(v)
 
 
 def _is_none(node: ast.AST) -> bool:
@@ -227,6 +370,15 @@ def _replace(tree: ast.AST, index: int, fn: Callable[[ast.AST], ast.AST]) -> tup
         if parent_field:
             break
     new = fn(target)
+    if isinstance(new, list):  # statements spliced into their block (never left empty)
+        assert parent_field is not None and parent_field[2] is not None
+        parent, fname, j = parent_field
+        block = getattr(parent, fname)
+        block[j:j + 1] = new
+        if not block:
+            block.append(ast.Pass())
+            return before, "pass"
+        return before, "\n".join(ast.unparse(s) for s in new)  # "" when the statement is removed
     if new is not target:
         assert parent_field is not None
         parent, fname, j = parent_field
@@ -251,13 +403,24 @@ def generate(source: str, filename: str = "solution.py") -> list[Mutant]:
         mutated = ast.unparse(copy_tree)
         if mutated == original:
             continue
+        try:
+            compile(mutated, filename, "exec")
+        except SyntaxError:  # e.g. a block left with only its docstring is still valid; this is not
+            continue
+        if site.shown is not None:
+            before, after = site.shown
         line = getattr(node, "lineno", 0)
         key = (line, getattr(node, "col_offset", 0), OPERATORS.index(site.operator))
         out.append((key, Mutant(id="", operator=site.operator, label=site.label, line=line,
                                 before=before, after=after, source=mutated)))
     out.sort(key=lambda p: p[0])
     seen: dict[str, int] = {}
+    sources: set[str] = set()
     result = []
+    for _, m in sorted(out, key=lambda p: OPERATORS.index(p[1].operator)):  # the first operator wins
+        if m.source in sources:
+            out.remove(next(x for x in out if x[1] is m))
+        sources.add(m.source)
     for _, m in out:
         base = f"{filename}:{m.line}:{m.label}"
         seen[base] = seen.get(base, 0) + 1

@@ -48,7 +48,7 @@ from judge.models import Verdict
 log = logging.getLogger("judge.authoring.validate")
 
 DEFAULT_SEED = 1234
-DEFAULT_MAX_MUTANTS = 60
+DEFAULT_MAX_MUTANTS = 0  # grade every mutant (in-process, ~0.1-0.4 s each); --max-mutants N caps it
 # --- the descriptor ------------------------------------------------------------------------
 def defined_functions(path: Path) -> set[str]:
     """Names of the module-level functions a file defines (parsed, never imported)."""
