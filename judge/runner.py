@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from judge.caps import MESSAGE_CAP, clip
 from judge.errors import ExerciseError, RemoteException, SubmissionFailure
 from judge.exercise import Exercise, Limits, load_module
 from judge.models import TestResult, TierResult
@@ -201,8 +202,8 @@ def run_tiers(exercise: Exercise, sub: Any, ctx: Context, *, tiers: list[str],
                                                          f"test wrote into their inputs)" if len(writes) > 1 else "")
             if status != "passed" and hide_messages and not visible and stopped is None:
                 message = "a hidden test failed"
-            result = TestResult(name=name, status=status, message=message[:4000], visible=visible,
-                                duration_ms=round((time.perf_counter() - t0) * 1000, 2))
+            result = TestResult(name=name, status=status, message=clip(message, MESSAGE_CAP),
+                                visible=visible, duration_ms=round((time.perf_counter() - t0) * 1000, 2))
             tr.tests.append(result)
             if on_test:
                 on_test(tier, result)
