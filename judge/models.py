@@ -19,6 +19,8 @@ SUBMISSION_ERROR_KINDS = FAILURE_KINDS
 
 
 class TestResult(BaseModel):
+    __test__ = False  # a result, not a test class: pytest does not collect it where it is imported
+
     name: str  # the test function's name, e.g. "test_strict_endpoints"
     status: TestStatus  # passed | failed | error (the test could not complete) | skipped
     message: str = ""  # what was expected, what came back, the smallest input that shows it

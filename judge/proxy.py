@@ -21,7 +21,7 @@ from judge.errors import RemoteException, SubmissionFailure
 from judge.exercise import Function
 from judge.box.job import Job
 from judge import readonly
-from judge.testing import Feedback, Pending, type_name
+from judge.testing import Feedback, Pending, describe_type
 from sandbox import wire
 
 _PASS_THROUGH = ("ValueError", "TypeError", "RuntimeError", "IndexError", "KeyError",
@@ -281,7 +281,7 @@ class SubmissionProxy:
         if self._functions[fn].returns != "tensor":
             return
         if not isinstance(result, torch.Tensor):
-            raise Feedback(f"{fn} must return a torch.Tensor, but it returned {type_name(result)}")
+            raise Feedback(f"{fn} must return a torch.Tensor, but it returned {describe_type(result)}")
         if nodes and nodes[0].get("sub"):
             raise Feedback(f"{fn} must return a plain torch.Tensor, but it returned the Tensor "
                            f"subclass {nodes[0]['sub']}")

@@ -136,7 +136,7 @@ def check_tensor(out: Any, *, what: str, shape: tuple[int, ...] | None = None,
                  dtype: torch.dtype | None = None) -> torch.Tensor:
     """Fail unless ``out`` is a plain torch.Tensor of the given shape and dtype; return it."""
     if not isinstance(out, torch.Tensor) or type(out) is not torch.Tensor:
-        raise Feedback(f"{what} must return a torch.Tensor, got {type_name(out)}")
+        raise Feedback(f"{what} must return a torch.Tensor, got {describe_type(out)}")
     if shape is not None and tuple(out.shape) != tuple(shape):
         hint = " (a scalar loss has shape (), not (1,))" if shape == () else ""
         raise Feedback(f"{what} returned shape {tuple(out.shape)}, expected {tuple(shape)}{hint}")
@@ -145,7 +145,9 @@ def check_tensor(out: Any, *, what: str, shape: tuple[int, ...] | None = None,
     return out
 
 
-def type_name(x: Any) -> str:
+def describe_type(x: Any) -> str:
+    """What a value is, for feedback: its type (or the type that did not cross the boundary),
+    with a hint for a Python float (``wire.type_name`` is the bare name)."""
     if isinstance(x, float):
         return "a Python float (did you call .item()?)"
     return getattr(x, "__judge_type__", None) or wire.type_name(x)
@@ -157,7 +159,7 @@ def assert_close(actual: Any, expected: torch.Tensor, *, what: str, rtol: float 
     """Compare ``actual`` with ``expected`` elementwise and explain the first mismatch."""
     exp = torch.as_tensor(expected)
     if not isinstance(actual, torch.Tensor):
-        raise Feedback(f"{what}: expected a tensor, got {type_name(actual)}{describe_inputs(inputs)}")
+        raise Feedback(f"{what}: expected a tensor, got {describe_type(actual)}{describe_inputs(inputs)}")
     if tuple(actual.shape) != tuple(exp.shape):
         raise Feedback(f"{what}: expected shape {tuple(exp.shape)}, got {tuple(actual.shape)}"
                        f"{describe_inputs(inputs)}")
@@ -271,11 +273,6 @@ class _LocalBatch:
 
     def __exit__(self, *exc: Any) -> None:
         return None
-
-
-def grad_of(t: torch.Tensor) -> torch.Tensor | None:
-    """The gradient a leaf received, or None."""
-    return t.grad
 
 
 def assert_no_grad(t: torch.Tensor, *, what: str) -> None:

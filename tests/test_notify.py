@@ -104,10 +104,32 @@ def test_without_notifications_the_poll_still_wakes_waiters(tmp_path):
 
 
 def test_a_full_pipe_never_blocks_the_writer(pipe):
-    _, w = pipe
+    """A full pipe drops the notifications that do not fit (whole: never half a line), the
+    writer never waits, and once the API has read, notifications fit again."""
+    r, w = pipe
     os.set_blocking(w, False)
-    for _ in range(10000):  # far more than a pipe holds: the extra ones are dropped
-        notify_change(w, "d" * 24)
+    os.set_blocking(r, False)
+    done = []
+
+    def write() -> None:
+        for _ in range(10000):  # far more than a pipe holds
+            notify_change(w, "d" * 24)  # neither blocks nor raises
+            done.append(1)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    writer.join(30.0)
+    assert not writer.is_alive(), "notify_change blocked on a full pipe"
+    assert len(done) == 10000
+    data = b""
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(r, 1 << 20):
+            data += chunk
+    lines = data.split(b"\n")
+    assert lines.pop() == b""  # ends with a whole line
+    assert 0 < len(lines) < 10000 and set(lines) == {b"s" + b"d" * 24}  # some dropped, none cut
+    notify_change(w, "e" * 24, "e")  # room again
+    assert os.read(r, 100) == b"e" + b"e" * 24 + b"\n"
 
 
 # --- ProgressWriter (the worker's side) --------------------------------------------------------

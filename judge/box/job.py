@@ -44,7 +44,9 @@ def _wipe(path: Path) -> None:
 
 
 @dataclass
-class Resources:
+class ChildUsage:
+    """What the sandboxed child used (``judge.models.Resources`` is the verdict's account of it)."""
+
     cpu_ms: float = 0.0  # CPU time of the sandboxed process
     maxrss_kb: int = 0  # its peak resident memory (shared pages of the zygote included)
     wall_ms: float = 0.0  # wall time from fork to exit
@@ -82,7 +84,7 @@ class Job:
         self.deadline = self.started_at + limits.total_seconds
         self._sent_at = self.started_at  # when the last request went out
         self._ru: tuple = (0.0, 0)  # (cpu ms, peak RSS kB) the child reported with its last answer (checked)
-        self._resources = Resources()  # what close() reports
+        self._resources = ChildUsage()  # what close() reports
         self.spare_key: tuple | None = None  # with spares: the next one is forked when this closes
         self._exited = threading.Event()
         self._exit: _Exit | None = None
@@ -274,7 +276,7 @@ class Job:
         if not self._exited.is_set():
             self.host.kill(self.id)
 
-    def close(self) -> Resources:
+    def close(self) -> ChildUsage:
         """End the child and report its resource use; the rest of the clean-up (waiting for the
         zygote's exit report, killing a child that lingers, wiping its scratch) runs in the
         background so the verdict does not wait for it."""
@@ -291,7 +293,7 @@ class Job:
             ex = self._exit
             if ex is None:  # not reaped yet: its own (informational) report with its last answer
                 ex = _Exit(0, 0, _num(self._ru[0]), int(_num(self._ru[1])))
-            self._resources = Resources(cpu_ms=ex.cpu_ms, maxrss_kb=ex.maxrss_kb,
+            self._resources = ChildUsage(cpu_ms=ex.cpu_ms, maxrss_kb=ex.maxrss_kb,
                                         wall_ms=round((time.monotonic() - self.started_at) * 1000, 1))
         finally:  # whatever happened above: reaped, killed if it lingers, wiped
             self.host.finish_later(self)

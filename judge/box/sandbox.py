@@ -137,7 +137,7 @@ class Sandbox:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONPATH": str(REPO_ROOT),
                "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg", **NO_ACCELERATORS}
+               "OPENBLAS_NUM_THREADS": "1", **NO_ACCELERATORS}
         env.update({k: os.environ[k] for k in _ENV_PASSTHROUGH if k in os.environ})
         self.proc = subprocess.Popen(
             # a zygote that keeps spares forks one child per submission: fork cheaper (2 MB pages)

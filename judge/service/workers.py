@@ -34,7 +34,7 @@ from judge.service.catalog import load_catalog, preview_dir
 from judge.service.config import Config
 from judge.service.idle import IdleWorkers
 from judge.service.progress import ProgressWriter, notify_change
-from judge.service.store import Job, Store
+from judge.service.store import ClaimedSubmission, Store
 
 log = logging.getLogger("judge.service.workers")
 ARTIFACTS = "artifacts"
@@ -164,7 +164,7 @@ class Worker:
                 idle.idle(self.index)
                 idle.wait(self.index, self.cfg.poll_interval)
 
-    def run(self, job: Job) -> None:
+    def run(self, job: ClaimedSubmission) -> None:
         told = False
         try:
             told = self._run(job)
@@ -172,7 +172,7 @@ class Worker:
             if not told:  # its new state: an error, a retry, or the artifacts after the verdict
                 self.changed(job.id)
 
-    def _run(self, job: Job) -> bool:
+    def _run(self, job: ClaimedSubmission) -> bool:
         """Grade ``job`` and store the outcome; True if the API was already told of it."""
         from judge.grading import grade
 
