@@ -5,15 +5,14 @@ nothing is left running, and a submission that already failed its retry ends as 
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import time
 
 from judge.exercise import REPO_ROOT, load_exercise
 
 REF = (REPO_ROOT / "reference/glm5_mis/solution.py").read_text()
-WRONG = load_exercise(REPO_ROOT / "exercises/glm5_mis").wrong_solution("inclusive_endpoints").source
-WRONG_TIER = re.search(r"expect:\s*(T[0-3])", WRONG).group(1)
+_WRONG = load_exercise(REPO_ROOT / "exercises/glm5_mis").wrong_solution("inclusive_endpoints")
+WRONG, WRONG_TIER = _WRONG.source, _WRONG.expect_tier
 SLOW_REF = REF + "\nimport time as _t\n_t.sleep(2)\n"  # still running when the service is killed
 
 
