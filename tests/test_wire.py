@@ -292,3 +292,71 @@ def test_strided_nodes_are_refused_unless_accepted_and_checked_against_their_byt
     one = {"T": 0, "dtype": "float64", "shape": [1 << 20, 1 << 20], "st": [0, 0]}
     with pytest.raises(wire.WireError):
         wire.Message({"nb": [8]}, bytearray(8), strides=True).value(one)
+
+
+# --- decoding an untrusted peer's values: every node strict, every tensor claimed once -----------
+
+def _message(header: dict, payload: bytes = b"") -> wire.Message:
+    return wire.Message(header, bytearray(payload))
+
+
+def test_a_tensor_claimed_by_two_nodes_is_rejected():
+    node = {"T": 0, "dtype": "float64", "shape": [1]}
+    msg = _message({"nb": [8]}, b"\0" * 8)
+    with pytest.raises(wire.WireError, match="second node"):
+        msg.value({"L": [node, node]})
+    msg = _message({"nb": [8]}, b"\0" * 8)
+    msg.value(node)  # across the values of one message too (result, then mutated)
+    with pytest.raises(wire.WireError, match="second node"):
+        msg.value({"D": [["0", node]]})
+
+
+@pytest.mark.parametrize("node", [
+    {"T": 0, "dtype": "float64", "shape": [0] + [1 << 28] * 7},  # empty, but torch overflows
+    {"T": 0, "dtype": "float64", "shape": [0, wire.MAX_PAYLOAD, 2]},
+    {"T": 0, "dtype": "float64", "shape": [0], "rg": 1},
+    {"T": 0, "dtype": "float64", "shape": [0], "sub": 7},
+    {"T": 0, "dtype": "float64", "shape": [0], "sub": "S" * 201},
+    {"T": 0, "dtype": "float64", "shape": [0], "extra": True},
+])
+def test_bad_fields_of_an_empty_tensor_node_are_rejected(node):
+    with pytest.raises(wire.WireError):
+        _message({"nb": [0]}).value(node)
+
+
+@pytest.mark.parametrize("tree", [
+    {"f": 10 ** 400},  # float() of it overflows
+    {"f": True},
+    {"f": 1.0, "L": [{"T": 0, "dtype": "float64", "shape": [1]}]},  # one node, two kinds
+    {"L": [], "U": []},
+    {"I": "12", "x": 1},
+    {"O": ["list"], "r": "x"},
+    {"O": "numpy.ndarray", "r": 5},
+    {"O": "numpy.ndarray", "extra": 1},
+])
+def test_nodes_of_the_wrong_shape_are_rejected(tree):
+    with pytest.raises(wire.WireError):
+        _message({"nb": [8]}, b"\0" * 8).value(tree)
+
+
+def test_an_opaque_node_and_a_big_float_still_decode():
+    msg = _message({})
+    assert repr(msg.value({"O": "numpy.ndarray", "r": "array([1])"})) == "<numpy.ndarray: array([1])>"
+    assert msg.value({"f": 10 ** 300}) == 1e300
+
+
+def test_a_reader_refuses_a_frame_over_its_caps_before_reading_it_and_counts_what_it_read():
+    a, b = socket.socketpair()
+    reader = wire.Reader(b, max_payload=1 << 10, max_header=64)
+    a.sendall(wire.frame({"ok": True}) + struct.pack("!II", 65, 0))
+    assert reader.recv()[0] == {"ok": True}
+    assert reader.received == 8 + len(b'{"ok":true}')
+    with pytest.raises(wire.FrameTooLarge, match="65 header bytes"):
+        reader.recv()
+    assert reader.received == 8 + len(b'{"ok":true}')  # nothing of it: the job ends here
+    a.close(), b.close()
+    a, b = socket.socketpair()
+    a.sendall(struct.pack("!II", 2, (1 << 10) + 1))
+    with pytest.raises(wire.FrameTooLarge, match="1025 payload bytes"):
+        wire.Reader(b, max_payload=1 << 10).recv()
+    a.close(), b.close()
