@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from judge.svgplot import save_figures
+from judge.testing import check_tensor
 
 LENGTHS = (1, 2, 3, 5, 8, 0)
 L = 8
@@ -75,7 +76,11 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
     theta = torch.zeros(len(LENGTHS), dtype=torch.float64, requires_grad=True)
     losses = []
     for _ in range(STEPS):
-        loss = impl.masked_mean((theta[:, None] - y) ** 2, mask).sum()
+        # Check each answer's shape before anything is made of it: a wrong one is feedback that
+        # names it, and a huge one costs nothing (the judge's docs/authoring.md, "T3").
+        per_row = check_tensor(impl.masked_mean((theta[:, None] - y) ** 2, mask), what="masked_mean",
+                               shape=(len(LENGTHS),))
+        loss = per_row.sum()
         losses.append(float(loss.detach()))
         grad, = torch.autograd.grad(loss, theta)
         with torch.no_grad():
