@@ -47,10 +47,10 @@ def labels(args: tuple | list, kwargs: dict, names: list[str]) -> list[str]:
     def walk(v: Any, label: str) -> None:
         if isinstance(v, torch.Tensor):
             out.append(label)
-        elif isinstance(v, (list, tuple)):
+        elif type(v) is list or type(v) is tuple:  # exactly these, as the wire sends them
             for j, x in enumerate(v):
                 walk(x, f"{label}[{j}]")
-        elif isinstance(v, dict):
+        elif type(v) is dict:
             for k, x in v.items():
                 walk(x, f"{label}[{k!r}]")
 
@@ -170,9 +170,9 @@ def _copied(v: Any, kept: list) -> Any:
         c = v.clone()
         kept.append((c, v, c._version, c.requires_grad))
         return c
-    if isinstance(v, (list, tuple)):
+    if type(v) is list or type(v) is tuple:
         items = [_copied(x, kept) for x in v]
-        return items if type(v) is list else tuple(items) if type(v) is tuple else v
+        return items if type(v) is list else tuple(items)
     if type(v) is dict:
         return {key: _copied(x, kept) for key, x in v.items()}
     return v
@@ -196,8 +196,8 @@ def _tensors(v: Any) -> list[torch.Tensor]:
     """The tensors of (args, kwargs) in ``labels``' order."""
     if isinstance(v, torch.Tensor):
         return [v]
-    if isinstance(v, (list, tuple)):
+    if type(v) is list or type(v) is tuple:
         return [t for x in v for t in _tensors(x)]
-    if isinstance(v, dict):
+    if type(v) is dict:
         return [t for x in v.values() for t in _tensors(x)]
     return []
