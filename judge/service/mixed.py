@@ -24,6 +24,19 @@ SOLUTIONS_DIR = REPO_ROOT / "tests" / "solutions"
 # Attacks that hold their worker until a limit ends them (a call's seconds, or the whole
 # grading's): in the bench's long run, not in the short one.
 SLOW_ATTACKS = frozenset({"infinite_loop", "sleep_forever", "half_frame", "sigstop_self", "flood_stdout"})
+# Templates, graded once per variant here (their own tests in tests/test_attacks.py try more):
+# answers over the per-answer cap and over the grading's budget, and frames forged from inside
+# the child (a NaN resource report, a count for the missing names, a payload over the cap).
+VARIANTS: dict[str, list[dict[str, object]]] = {
+    "huge_answers": [{"MB": 200}, {"MB": 40}],
+    "forged_frame": [
+        {"WHAT": "resources_nan", "PHASE": "call",
+         "FRAME": 'frame({"ok": True, "handle": 0, "result": {"f": 0.0}, "ru": [1.0, float("nan")]})'},
+        {"WHAT": "load_missing_count", "PHASE": "import",
+         "FRAME": 'frame({"ok": True, "missing": 5, "ru": [0.0, 0]})'},
+        {"WHAT": "payload_over_cap", "PHASE": "call", "FRAME": 'struct.pack("!II", 2, 200 << 20) + b"{}"'},
+    ],
+}
 
 
 @dataclass
@@ -39,15 +52,20 @@ class Submission:
 
 
 def attacks(subst: dict[str, object], *, slow: bool) -> dict[str, str]:
-    """Every attack's source, placeholders (``{{NAME}}``) filled from ``subst``."""
+    """Every attack's source, placeholders (``{{NAME}}``) filled from ``subst`` and, for the
+    templates, from each of their ``VARIANTS`` (``name[value]``); one whose placeholders are
+    not all filled (a template for another kind of exercise) is left out."""
     out = {}
     for path in sorted(ATTACKS_DIR.glob("*.py")):
         if path.stem.startswith("_") or (not slow and path.stem in SLOW_ATTACKS):
             continue
-        src = path.read_text()
-        for k, v in subst.items():
-            src = src.replace("{{" + k + "}}", str(v))
-        out[path.stem] = src
+        for extra in VARIANTS.get(path.stem, [{}]):
+            src = path.read_text()
+            for k, v in {**subst, **extra}.items():
+                src = src.replace("{{" + k + "}}", str(v))
+            if "{{" not in src:
+                label = next((str(v) for k, v in extra.items() if k in ("WHAT", "MB")), "")
+                out[f"{path.stem}[{label}]" if label else path.stem] = src
     return out
 
 
