@@ -63,7 +63,7 @@ def cispo_loss(logp, old_logp, advantages, mask, rollout_logp=None, anchor="old"
 
     pad = mask == 0
     coef = cispo_weights(logp, anchor_logp, mask, eps_low, eps_high)
-    coef = coef * advantages.detach().unsqueeze(1)
+    coef = coef * advantages.detach().to(logp.dtype).unsqueeze(1)  # the loss stays in logp's dtype
     if tis_enabled:
         with torch.no_grad():
             log_rho = old_logp.masked_fill(pad, 0.0) - rollout_logp.masked_fill(pad, 0.0)

@@ -1,4 +1,17 @@
-"""T0: return types, shapes, dtypes, the ValueError guards and the empty mask."""
+"""T0: return types, shapes, dtypes, the ValueError guards and the empty mask.
+
+Which test covers which class (issue 17; the regimes are in test_t2_regimes.py):
+- test_weights_shape_and_dtype / test_loss_is_a_scalar_tensor: shapes, dtypes, a scalar () on
+  logp's graph, every anchor/TIS configuration.
+- test_unknown_anchor_raises ... test_bad_eps_raise / test_valid_eps_edges_accepted: every
+  ValueError rule, under both anchors; the legal edges eps_low = 0 and eps_low > 1. (The same
+  rules with an all-empty mask, under every configuration, and B = 1 with a 0-d advantage:
+  test_t2_regimes.test_validation_with_empty_masks.)
+- test_bad_shapes_raise: shape rules in both functions.
+- test_empty_mask: bool and float all-empty masks with a NaN in the padding, every configuration
+  (int64 masks, inf padding and B = 0: test_t2_regimes).
+Input mutation is checked on every call by the judge (judge.readonly), in every branch.
+"""
 
 import torch
 

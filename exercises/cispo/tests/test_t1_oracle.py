@@ -1,4 +1,6 @@
 """T1: values and gradients against the scalar-loop oracle on fresh random inputs.
+(Shapes drawn per seed, the >= 16k-token batch against the vectorised reference and every mask
+encoding: test_t2_regimes.py.)
 
 Cases run from small to large (float64 and float32 each, padding filled with NaN / inf / -inf /
 1e30, bool and float masks); the first failing case is reported with its inputs.

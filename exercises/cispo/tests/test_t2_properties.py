@@ -1,4 +1,19 @@
-"""T2: hand-checked values, the gradient next to PPO, bounds, extremes, padding, detachment."""
+"""T2: hand-checked values, the gradient next to PPO, bounds, extremes, padding, detachment.
+
+Which test covers which class (more in test_t2_regimes.py):
+- test_hand_checked_anchor_old / _rollout: the spec's numbers, both anchors, both dtypes.
+- test_inside_band_gradient_equals_ppo_clip / test_clipped_tokens_keep_a_bounded_gradient /
+  test_on_policy_is_reinforce: the gradient next to PPO (min-surrogate and zero-gradient mistakes).
+- test_anchor_old_ignores_rollout_logp_without_tis / test_tis_weight_multiplies_token_loss: the
+  TIS factor and its default (off).
+- test_bounds_and_endpoints: exact ties at both bounds (exp(+-log 2)), the default band [0, 5].
+- test_extreme_log_ratios: +-1000 and e^-800 / e^-1800 log-probs (0/0 quotients), every
+  configuration (+-25 ... +-700 per dtype, SkyRL's +-20 clamp: test_t2_regimes).
+- test_padding_is_neutralised: NaN / +-inf / 1e30 padding, bool and float masks, no mutation.
+- test_frozen_inputs_get_no_gradient: stop-gradients, every configuration.
+- test_token_mean_aggregation: token-mean, not seq-mean.
+- test_default_band_caps_weights_at_5_in_both_functions: the defaults omitted in both functions.
+"""
 
 import math
 
