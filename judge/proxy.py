@@ -17,7 +17,8 @@ from typing import Any
 
 import torch
 
-from judge.errors import RemoteException, SubmissionFailure
+from judge.box import replies
+from judge.errors import MalformedReply, RemoteException, SubmissionFailure
 from judge.exercise import Function
 from judge.box.job import Job
 from judge import readonly
@@ -28,17 +29,23 @@ _PASS_THROUGH = ("ValueError", "TypeError", "RuntimeError", "IndexError", "KeyEr
                  "NotImplementedError", "ZeroDivisionError", "AttributeError", "AssertionError",
                  "ArithmeticError", "OverflowError", "LookupError", "NameError",
                  "UnboundLocalError", "RecursionError", "FloatingPointError")
-_REMOTE_TYPES: dict[str, type] = {}
+# One class per built-in type passed through, and one for every other name: a fixed set, made
+# once (a class per name the submission chose would grow without bound).
+_REMOTE_TYPES: dict[str, type] = {
+    name: type(f"Remote{name}", (getattr(builtins, name), RemoteException), {"remote_type": name})
+    for name in _PASS_THROUGH}
+_REMOTE_OTHER = type("RemoteError", (RuntimeError, RemoteException), {})
 
 
 def remote_exception(type_name: str, message: str) -> Exception:
-    """An exception that is an instance of the built-in type the submission raised."""
-    base = getattr(builtins, type_name, None) if type_name in _PASS_THROUGH else RuntimeError
+    """An exception that is an instance of the built-in type the submission raised (another
+    type's name, e.g. a class of its own, is a RuntimeError); ``remote_type`` is the name."""
     cls = _REMOTE_TYPES.get(type_name)
-    if cls is None:
-        cls = type(f"Remote{type_name}", (base, RemoteException), {"remote_type": type_name})
-        _REMOTE_TYPES[type_name] = cls
-    return cls(message)
+    if cls is not None:
+        return cls(message)
+    e = _REMOTE_OTHER(message)
+    e.remote_type = type_name
+    return e
 
 
 def _tensor_nodes(tree: Any) -> list[dict]:
@@ -95,7 +102,7 @@ class _Bridge(torch.autograd.Function):
         state: _State = ctx.state
         grads = [g if g is not None else torch.zeros_like(o)
                  for g, o, d in zip(grad_outputs, state.outputs, state.diff_mask) if d]
-        if state.eager is not None and len(grads) == 1:
+        if state.eager is not None and len(grads) == 1 and grads[0].numel() == 1:
             got = [None if e is None else e * grads[0].reshape(()) for e in state.eager]
         else:
             got = state.proxy._backward(state, grads)
@@ -153,7 +160,9 @@ class _Batch:
 
     def __init__(self, proxy: "SubmissionProxy"):
         self.proxy = proxy
-        self.calls: list[tuple[_Encoded, Pending, float]] = []  # (call, its pending, sent at)
+        # (call, its pending, sent at), in order; None once its answer is read: a settled call
+        # is the test's (its Pending), the batch holds nothing of it
+        self.calls: list[tuple[_Encoded, Pending, float] | None] = []
         self.received = 0  # answers read so far, in order
         self.last = 0.0  # when the last answer was read
         self.adding = False  # a call is being sent (answers read meanwhile are earlier calls')
@@ -201,20 +210,22 @@ class _Batch:
         while self.proxy._in_flight is self and self.received < len(self.calls) \
                 and (upto is None or upto._batch is not None):
             call, pending, sent_at = self.calls[self.received]
+            self.calls[self.received] = None
+            self.received += 1
             try:
                 msg = self.proxy._job.reply(during=f"a call to {call.fn}",
-                                            since=max(sent_at, self.last))
+                                            since=max(sent_at, self.last), expect=replies.CALL)
                 self.last = time.monotonic()
-                self.received += 1
                 pending._set(value=call.result(msg))
             except Exception as e:  # noqa: BLE001 - raised again where the test reads it
                 pending._set(error=e)
             except BaseException as e:  # the grading stops (time, memory, exit): no later call counts
                 pending._set(error=e)
+                for entry in self.calls[self.received:]:
+                    if entry is not None:
+                        entry[1]._set(error=e)
+                self.calls[self.received:] = [None] * (len(self.calls) - self.received)
                 self.received = len(self.calls)
-                for _, later, _ in self.calls:
-                    if later._batch is not None:
-                        later._set(error=e)
                 self.proxy._job.kill()  # answers may still be on their way: nothing reads them now
                 raise
         if self.received >= len(self.calls) and self.proxy._in_flight is self and not self.adding:
@@ -248,7 +259,8 @@ class SubmissionProxy:
         blobs: list[bytes] = []
         call = _Encoded(self, fn, args, kwargs, blobs)
         self.round_trips += 1
-        msg = self._job.request({"op": "call", **call.header}, blobs, during=f"a call to {fn}")
+        msg = self._job.request({"op": "call", **call.header}, blobs, during=f"a call to {fn}",
+                                expect=replies.CALL)
         return call.result(msg)
 
     def settle(self) -> None:
@@ -260,10 +272,10 @@ class SubmissionProxy:
         """A value of the child's answer; a malformed one ends the grading, as a bad frame does."""
         try:
             return msg.value(tree, tensors)
-        except (wire.WireError, KeyError, TypeError) as e:
-            self._job.kill()
-            raise SubmissionFailure("runtime_error", f"the submission's process sent a malformed "
-                                    f"reply: {e}") from None
+        except (wire.WireError, KeyError, TypeError, ValueError, OverflowError, RuntimeError) as e:
+            self._job.kill()  # only the child's bytes are decoded here: whatever fails is theirs
+            raise MalformedReply(f"the submission's process sent a malformed reply: "
+                                 f"{str(e)[:300]}") from None
 
     def _raise(self, fn: str, exc: dict) -> None:
         kind, type_name = exc.get("kind"), str(exc.get("type", "Exception"))[:100]
@@ -336,7 +348,8 @@ class SubmissionProxy:
         self.round_trips += 1
         blobs: list[bytes] = []
         header = {"op": "backward", "handle": state.handle, "grads": wire.encode(grads, blobs)}
-        msg = self._job.request(header, blobs, during=f"the backward pass of {state.fn}")
+        msg = self._job.request(header, blobs, during=f"the backward pass of {state.fn}",
+                                expect=replies.BACKWARD)
         if not msg.header.get("ok"):
             self._raise(f"{state.fn} (backward)", msg.header.get("exc") or {})
         got = self._checked_grads(state.fn, msg, state.inputs, key="grads")

@@ -3,7 +3,10 @@ and a clean-up that leaves nothing behind."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+
+import pytest
 
 from judge.exercise import Limits
 from judge.box.sandbox import Sandbox
@@ -99,3 +102,58 @@ def test_a_spare_waits_after_a_close_unless_a_job_is_opened(monkeypatch):
         second.close()
     finally:
         box.close()
+
+
+FORGE_AT_IMPORT = '''
+import json, os, struct
+head = json.dumps({"ok": True, "missing": [], "ru": [1.0, float("nan")]}).encode()
+os.write(3, struct.pack("!II", len(head), 0) + head)
+'''
+
+
+def _gone(box: Sandbox, job) -> bool:
+    box.drain()
+    return not job.scratch.exists() and job.id not in box._jobs and job.sock.fileno() == -1
+
+
+def test_a_reply_with_a_nan_resource_report_is_refused_and_the_job_still_ends(sandbox):
+    from judge.box import replies
+    from judge.errors import MalformedReply
+
+    job = sandbox.open_job(Limits(call_seconds=5, total_seconds=30))
+    with pytest.raises(MalformedReply, match=r"ru\.1"):
+        job.request({"op": "load", "source": FORGE_AT_IMPORT, "functions": []}, during="load",
+                    expect=replies.LOAD)
+    usage = job.close()  # never int(nan): the report was refused before anything kept it
+    assert usage.cpu_ms == 0.0 and usage.maxrss_kb == 0
+    assert _gone(sandbox, job)
+
+
+def test_close_ends_the_job_whatever_goes_wrong_in_it(sandbox, monkeypatch):
+    job = _loaded(sandbox)
+
+    def broken() -> None:
+        raise OSError("the output pipe broke")
+
+    monkeypatch.setattr(job, "_drain", broken)
+    job.close()  # logged, not raised: the verdict stands
+    assert _gone(sandbox, job)
+
+
+def test_every_step_of_the_clean_up_runs_whatever_the_one_before_raised(sandbox, monkeypatch):
+    job = _loaded(sandbox)
+    job.kill()
+    assert job._exited.wait(5)
+    job.closed = True
+    forgotten = []
+
+    def forget(j) -> None:
+        forgotten.append(j)
+        raise RuntimeError("forget failed")
+
+    monkeypatch.setattr(job, "_reap", lambda: (_ for _ in ()).throw(OSError("reap failed")))
+    monkeypatch.setattr(job, "host", dataclasses.replace(job.host, forget=forget))
+    with pytest.raises(OSError, match="reap failed"):  # the first failure, once all have run
+        job.finish()
+    assert forgotten == [job] and job.sock.fileno() == -1 and not job.scratch.exists()
+    sandbox._forget(job)

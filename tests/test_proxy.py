@@ -353,3 +353,25 @@ def test_a_batched_call_past_its_limit_stops_the_grading(sandbox):
             never.value  # the grading stopped at the stuck call
     finally:
         job.close()
+
+
+def test_exception_types_are_a_fixed_set_whatever_names_come_back():
+    from judge.proxy import remote_exception
+
+    made = {type(remote_exception(f"Fresh{i}", "m")) for i in range(1000)}
+    assert len(made) == 1  # one class for every name that is not passed through
+    e = remote_exception("Fresh7", "boom")
+    assert isinstance(e, RuntimeError) and isinstance(e, RemoteException)
+    assert e.remote_type == "Fresh7" and str(e) == "boom"
+    v = remote_exception("ValueError", "bad")
+    assert isinstance(v, ValueError) and v.remote_type == "ValueError"
+    assert type(v) is type(remote_exception("ValueError", "again"))
+
+
+def test_a_batch_keeps_nothing_of_the_calls_it_has_answered(sub):
+    with batch(sub) as b:
+        pending = [b.double(torch.full((4,), float(k))) for k in range(5)]
+    assert pending[2].value.tolist() == [4.0] * 4
+    assert b.calls[:3] == [None] * 3 and all(c is not None for c in b.calls[3:])
+    assert [p.value[0].item() for p in pending] == [0.0, 2.0, 4.0, 6.0, 8.0]
+    assert b.calls == [None] * 5

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from judge.errors import SubmissionFailure
 from judge.service.catalog import preview_dir
 from judge.service.config import Config
 from judge.exercise import REPO_ROOT
@@ -114,3 +115,38 @@ def test_workers_require_isolation_unless_a_weak_sandbox_is_allowed(cfg):
     weak = Worker(dataclasses.replace(cfg, allow_weak_sandbox=True), "wweak", 0, 1).sandbox_options()
     assert strict == {"spares": True, "require_isolation": True}
     assert weak == {"spares": True, "require_isolation": False}
+
+
+@pytest.mark.parametrize("raised", [SubmissionFailure("runtime_error", "escaped"), GeneratorExit(),
+                                    SystemExit(0), KeyboardInterrupt()],
+                         ids=["SubmissionFailure", "GeneratorExit", "SystemExit", "KeyboardInterrupt"])
+def test_a_worker_survives_whatever_a_grading_raises(cfg, worker, monkeypatch, raised):
+    """Only a real stop of the worker (its SIGTERM) may take a SystemExit out of a grading;
+    anything else that escapes one, BaseException included, is that submission's error and the
+    worker grades the next."""
+    import judge.grading
+    import judge.service.workers as workers
+
+    store = worker.store
+    sid = store.add("a", "glm5_mis", "submit", REF, queue_max=10)
+
+    def escapes(*a, **k):
+        raise raised
+
+    monkeypatch.setattr(judge.grading, "grade", escapes)
+    worker.run(store.claim("wtest"))  # does not raise
+    assert store.get(sid, None)["status"] in ("queued", "error")  # retried once, then an error
+    monkeypatch.undo()
+    ok = store.add("a", "glm5_mis", "run", REF, queue_max=10)
+    while (job := store.claim("wtest")) is not None:
+        worker.run(job)
+    assert store.get(ok, None)["outcome"] == "accepted"
+    monkeypatch.setattr(judge.grading, "grade", escapes)
+    monkeypatch.setattr(workers, "_SHUTDOWN", type("Set", (), {"is_set": lambda self: True})())
+    stopping = store.add("a", "glm5_mis", "submit", REF, queue_max=10)
+    if isinstance(raised, (SystemExit, KeyboardInterrupt)):
+        with pytest.raises(type(raised)):  # the worker is being stopped: it goes
+            worker.run(store.claim("wtest"))
+    else:
+        worker.run(store.claim("wtest"))
+    assert store.get(stopping, None)["status"] != "done"

@@ -9,6 +9,7 @@ never parsed, and learns of the child's end from the zygote's exit report, not f
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import select
 import shutil
@@ -25,6 +26,7 @@ from judge.errors import AnswerTooLarge, MalformedReply, SandboxError, Submissio
 from judge.exercise import Limits
 from sandbox import wire
 
+log = logging.getLogger("judge.box.job")
 OUTPUT_CAP = 64 << 10  # bytes of a submission's stdout/stderr kept
 REPLY_HEADER_CAP = 1 << 20  # bytes of JSON in one answer's header (a 10,000-node tree is ~0.5 MB)
 MNT_DETACH = 2
@@ -295,6 +297,8 @@ class Job:
                 ex = _Exit(0, 0, _num(self._ru[0]), int(_num(self._ru[1])))
             self._resources = ChildUsage(cpu_ms=ex.cpu_ms, maxrss_kb=ex.maxrss_kb,
                                         wall_ms=round((time.monotonic() - self.started_at) * 1000, 1))
+        except Exception:  # noqa: BLE001 - a judge bug: the verdict stands, without the usage
+            log.exception("closing job %s failed", self.id)
         finally:  # whatever happened above: reaped, killed if it lingers, wiped
             self.host.finish_later(self)
         return self._resources

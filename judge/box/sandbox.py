@@ -261,7 +261,12 @@ class Sandbox:
         finally:
             child_sock.close()
             os.close(out_w)
-        job.wait_hello()
+        try:
+            job.wait_hello()
+        except BaseException:  # never handed out: ended here (killed, reaped, wiped)
+            job.kill()
+            job.close()
+            raise
         if self.info.get("cgroups"):  # a child says hello only once it is in its own groups
             job.layers.append("cgroup memory+pids")
         return job

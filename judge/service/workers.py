@@ -208,7 +208,10 @@ class Worker:
         try:
             verdict = grade(ex, job.code, sandbox=self.sandbox, mode=job.mode, out_dir=out_dir,
                             on_test=on_test, on_verdict=on_verdict)
-        except Exception as e:  # noqa: BLE001 - grade() reports its own failures; this is a bug
+        except BaseException as e:  # noqa: BLE001 - grade() reports its own failures; this is a bug
+            if isinstance(e, (SystemExit, KeyboardInterrupt)) and _SHUTDOWN.is_set():
+                raise  # this worker is being stopped (SIGTERM): not a grading's doing
+            # Whatever else escaped (a SubmissionFailure, any BaseException): the worker lives on.
             log.exception("grading %s failed", job.id)
             self.progress.flush(notify=False)
             self.store.retry_or_fail(job.id, f"the judge failed while grading: {type(e).__name__}")
@@ -239,6 +242,15 @@ class Worker:
             self.sandbox.close()
 
 
+# Set when this worker process is told to stop: only then may SystemExit leave a grading.
+_SHUTDOWN = threading.Event()
+
+
+def _stop_worker(*_) -> None:
+    _SHUTDOWN.set()
+    sys.exit(0)
+
+
 EXIT_REFUSED = 78  # a worker's exit status when it refuses to run (EX_CONFIG): not restarted
 
 
@@ -247,7 +259,7 @@ def worker_main(cfg: Config, name: str, index: int, count: int, ready, stop, idl
     """The entry point of a worker process; ``changes`` is the write end of the pool's pipe."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the API; it stops us via ``stop``
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGTERM, _stop_worker)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(levelname)s %(name)s[{name}]: %(message)s")
     if os.getppid() != parent_pid:
