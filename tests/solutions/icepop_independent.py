@@ -39,7 +39,11 @@ def icepop_ppo_loss(logp, old_logp, rollout_logp, advantages, mask, eps_low=0.2,
     pad = mask == 0
     w = _weights(old_logp, rollout_logp, pad, low, high).to(logp.dtype)
     a = advantages.detach().to(logp.dtype).unsqueeze(1).expand_as(logp)
-    ratio = (logp.masked_fill(pad, 0.0) - old_logp.detach().masked_fill(pad, 0.0)).exp()
+    log_r = logp.masked_fill(pad, 0.0) - old_logp.detach().masked_fill(pad, 0.0)
+    # A > 0 tokens above 1 + eps_high are clipped (gradient 0): cap their log-ratio so that an
+    # overflowing exp never reaches the backward pass (0 * inf = NaN)
+    cap = torch.full_like(log_r, math.log1p(eps_high) if eps_high > -1 else math.inf)
+    ratio = torch.where(a > 0, torch.minimum(log_r, cap), log_r).exp()
     pg = torch.maximum(-a * ratio, -a * ratio.clamp(1.0 - eps_low, 1.0 + eps_high))
     tok = (pg * w).masked_fill(pad, 0.0)
     if per_token_loss:
