@@ -65,7 +65,8 @@ def _terms(logp, old_logp, rollout_logp, advantages, mask, eps_low, eps_high, ti
         for t in range(L):
             if not m[b][t]:
                 continue
-            r = math.exp(lp[b][t] - ol[b][t])
+            d = lp[b][t] - ol[b][t]
+            r = math.exp(d) if d < 709.0 else math.inf   # an overflowing ratio is inf, as in torch
             clipped = min(max(r, 1.0 - eps_low), 1.0 + eps_high)
             A = a[b]
             loss = -min(r * A, clipped * A)

@@ -91,10 +91,14 @@ def tis_ppo_loss(logp: torch.Tensor, old_logp: torch.Tensor, rollout_logp: torch
 
     adv = advantages.detach().to(logp.dtype)[:, None]                      # [B, 1], sg(A)
     log_r = torch.where(valid, logp - old_logp.detach(), zero)             # [B, L]
-    r = torch.exp(log_r)                                                   # PPO ratio
-    surr1 = r * adv
-    surr2 = torch.clamp(r, 1.0 - eps_low, 1.0 + eps_high) * adv
-    pg = -torch.minimum(surr1, surr2)                                      # [B, L]
+    # Which term the min picks, decided without gradient. Where it picks the clipped term the
+    # token's loss is a constant and its ratio stays out of the graph: exp's backward at an
+    # overflowed ratio (inf) would send 0 * inf = NaN to logp even with a zero upstream gradient.
+    r_d = torch.exp(log_r.detach())                                        # PPO ratio, may be inf
+    clipped_d = torch.clamp(r_d, 1.0 - eps_low, 1.0 + eps_high) * adv      # clip(r) A
+    picks_clipped = ~(r_d * adv <= clipped_d)                              # NaN (inf * 0): clipped
+    r = torch.exp(torch.where(picks_clipped, zero, log_r))                 # r where the min is r A
+    pg = torch.where(picks_clipped, -clipped_d, -r * adv)                  # -min(r A, clip(r) A)
     per_token = torch.where(valid, w * pg, zero)                           # w multiplies the loss
 
     if per_token_loss:

@@ -40,7 +40,11 @@ def tis_ppo_loss(logp, old_logp, rollout_logp, advantages, mask, eps_low=0.2, ep
     pad = mask == 0
     w = _weights(old_logp, rollout_logp, pad, tis_low, tis_high).to(logp.dtype)
     a = advantages.detach().to(logp.dtype).unsqueeze(1).expand_as(logp)
-    ratio = (logp.masked_fill(pad, 0.0) - old_logp.detach().masked_fill(pad, 0.0)).exp()
+    log_ratio = logp.masked_fill(pad, 0.0) - old_logp.detach().masked_fill(pad, 0.0)
+    # for A >= 0 a ratio above 1 + eps_high is clipped anyway: cap its log-ratio so that exp cannot
+    # overflow (exp's backward at inf sends NaN even through a zero gradient)
+    log_ratio = torch.where(a >= 0, log_ratio.clamp(max=math.log1p(eps_high) + 1.0), log_ratio)
+    ratio = log_ratio.exp()
     # slime: pg_losses = max(-A r, -A clip(r))
     pg = torch.maximum(-a * ratio, -a * ratio.clamp(1.0 - eps_low, 1.0 + eps_high))
     tok = (pg * w).masked_fill(pad, 0.0)

@@ -66,3 +66,55 @@ def cases(g: torch.Generator, random_bounds: bool = True, limit: int | None = No
         case = make_case(g, B, L, dtype, PADS[i % len(PADS)], bool_mask=(i % 2 == 1),
                          empty_row=(i >= 4 and i % 2 == 0), bounds=(low, high))
         yield case, (low, high)
+
+
+def regime_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: int) -> tuple[dict, dict]:
+    """(case, kwargs) for case number ``k`` of a run: every mask kind and padding fill in turn,
+    empty rows, every default omitted in some calls, TIS bounds drawn per seed (sometimes a
+    huge upper bound, where a +-20 clamp of the log-ratio as in SkyRL's safe_exp_delta shows),
+    PPO widths sometimes 0 or >= 1 (used as given), behaviour log-ratios of +-25 and overflowing
+    ones (weight U, or L on underflow), PPO log-ratios of +-25 (ratios > 3 with A < 0: no dual
+    clip) and, for A > 0 only, overflowing PPO ratios (clipped: gradient 0, never NaN), tiny
+    log-probabilities (e^-110 / e^-800), and float64 advantages with float32 log-probs."""
+    from judge import cases as jc
+
+    valid = torch.rand(B, L, generator=g) < 0.75
+    if B * L:
+        valid[:, 0] = True
+    if B >= 2 and k % 2 == 0:
+        valid[int(torch.randint(0, B, (), generator=g))] = False
+    kwargs: dict = {}
+    low, high, eps = 0.0, 2.0, (0.2, 0.2)
+    if k % 4 != 0:
+        choice = int(torch.randint(0, 3, (), generator=g))
+        low, high = ((0.3 + 0.5 * float(torch.rand((), generator=g)), 1.2 + 2 * float(torch.rand((), generator=g))),
+                     (0.0, 1e12), (1.0, 1.0))[choice]
+        kwargs.update(tis_low=low, tis_high=high)
+    if k % 3 != 0:
+        widths = (0.0, 0.1, 0.2, 0.28, 1.0, 1.5)
+        eps = tuple(widths[int(i)] for i in torch.randint(0, len(widths), (2,), generator=g))
+        kwargs.update(eps_low=eps[0], eps_high=eps[1])
+    if k % 5 != 0:
+        kwargs["per_token_loss"] = bool(k % 2)
+    old = _u(g, (B, L), -4.0, -0.5)
+    log_rho = _u(g, (B, L), -1.8, 1.8)
+    log_r = _u(g, (B, L), -0.45, 0.45)
+    adv = torch.randn(B, generator=g, dtype=F64)
+    pick = torch.rand((B, L), generator=g, dtype=F64)
+    sign = torch.where(torch.rand((B, L), generator=g) < 0.5, -1.0, 1.0).to(F64)
+    over = jc.OVERFLOW_LOG_RATIOS[dtype][0]
+    log_rho = torch.where(pick < 0.06, 25.0 * sign, log_rho)
+    log_rho = torch.where((pick >= 0.06) & (pick < 0.1), over * sign, log_rho)
+    log_r = torch.where((pick >= 0.1) & (pick < 0.16), 25.0 * sign, log_r)
+    log_r = torch.where((pick >= 0.16) & (pick < 0.2) & (adv[:, None] > 0), torch.full_like(log_r, over), log_r)
+    old = torch.where(pick > 0.92, old + jc.TINY_LOGP[dtype], old)
+    log_rho = _push_away(log_rho, [math.log(b) for b in (low, high) if b > 0])
+    log_r = _push_away(log_r, [math.log1p(-e) for e in eps[:1] if e < 1] + [math.log1p(eps[1]), 0.0])
+    rollout, logp = old - log_rho, old + log_r
+    fill = jc.PADS[k % len(jc.PADS)]
+    logp, old, rollout = (jc.pad(x, valid, f) for x, f in ((logp, fill), (old, -fill), (rollout, fill)))
+    mask = jc.as_mask(valid, jc.MASK_KINDS[k % len(jc.MASK_KINDS)])
+    adv_dtype = F64 if dtype == F32 and k % 3 != 2 else dtype
+    case = {"logp": logp.to(dtype), "old_logp": old.to(dtype), "rollout_logp": rollout.to(dtype),
+            "advantages": adv.to(adv_dtype), "mask": mask}
+    return case, kwargs

@@ -4,6 +4,7 @@ import math
 
 import torch
 
+from judge import cases as jc
 from judge.testing import Feedback, batch, check_tensor, describe, expect_raises, leaf, visible
 
 F32, F64 = torch.float32, torch.float64
@@ -64,22 +65,35 @@ def test_empty_mask(sub):
     with batch(sub) as b:
         queued = []
         for dtype in (F32, F64):
-            logp, old, rollout, adv, _ = _inputs(dtype=dtype)
-            for empty in (torch.zeros(2, 3, dtype=torch.bool), torch.zeros(2, 3, dtype=dtype)):
+            for k, kind in enumerate(jc.MASK_KINDS):
+                # the padding of an all-empty mask holds NaN/inf/1e30 too: logp * 0 is NaN there
+                fill = jc.PADS[(k + (dtype == F64)) % len(jc.PADS)]
+                logp, old, rollout, adv, _ = _inputs(dtype=dtype)
+                logp, old, rollout = (torch.full_like(x, f) for x, f in ((logp, fill), (old, -fill), (rollout, fill)))
+                empty = jc.as_mask(torch.zeros(2, 3, dtype=torch.bool), kind)
                 pending_w = b.tis_weights(old, rollout, empty)
                 losses = []
                 for per_token in (True, False):
                     lp = leaf(logp)
                     losses.append((per_token, lp, b.tis_ppo_loss(lp, old, rollout, adv, empty,
                                                                  per_token_loss=per_token)))
-                queued.append((dtype, pending_w, losses))
-    for dtype, pending_w, losses in queued:
+                queued.append((dtype, pending_w, losses, (2, 3)))
+            z = torch.zeros(0, 3, dtype=dtype)   # B = 0: no response at all
+            none = torch.zeros(0, 3, dtype=torch.bool)
+            losses = []
+            for per_token in (True, False):
+                lp = leaf(z)
+                losses.append((per_token, lp, b.tis_ppo_loss(lp, z, z, torch.zeros(0, dtype=dtype), none,
+                                                             per_token_loss=per_token)))
+            queued.append((dtype, b.tis_weights(z, z, none), losses, (0, 3)))
+    for dtype, pending_w, losses, shape in queued:
         w = pending_w.value
-        check_tensor(w, what="tis_weights with an empty mask", shape=(2, 3), dtype=dtype)
+        check_tensor(w, what=f"tis_weights with an empty mask, shape {shape}", shape=shape, dtype=dtype)
         if bool((w != 0).any()):
             raise Feedback(f"tis_weights with an empty mask must be all zeros, got {describe(w)}")
         for per_token, lp, pending in losses:
-            what = f"tis_ppo_loss with an empty mask (per_token_loss={per_token}, {dtype})"
+            what = (f"tis_ppo_loss with an empty mask (per_token_loss={per_token}, {dtype}, shape {shape}, "
+                    f"padding {float(lp.detach().reshape(-1)[0]) if lp.numel() else None})")
             loss = pending.value
             check_tensor(loss, what=what, shape=(), dtype=dtype)
             if float(loss.detach()) != 0.0:
@@ -89,7 +103,7 @@ def test_empty_mask(sub):
                                f"so that .backward() works; got a detached tensor. Build it "
                                f"from logp (e.g. a masked sum divided by max(1, N))")
             loss.backward()
-            if lp.grad is None or bool((lp.grad != 0).any()):
+            if lp.grad is None or bool((lp.grad != 0).any()) or not bool(torch.isfinite(lp.grad).all()):
                 raise Feedback(f"{what}: after backward, logp.grad must be all zeros, got "
                                f"{describe(lp.grad)}")
 
@@ -117,6 +131,11 @@ def test_shape_errors(sub):
              "tis_ppo_loss with rollout_logp [1, 3] and logp [2, 3]"),
             (b.tis_ppo_loss(logp, old, rollout, adv, mask[:, :2]),
              "tis_ppo_loss with a [2, 2] mask for [2, 3] log-probs"),
+            # B = 1: a 0-d or [1, 1] advantage has one element and would broadcast silently
+            (b.tis_ppo_loss(logp[:1], old[:1], rollout[:1], adv[0], mask[:1]),
+             "tis_ppo_loss with B = 1 and a 0-d advantage (advantages must be [B] = [1])"),
+            (b.tis_ppo_loss(logp[:1], old[:1], rollout[:1], adv[:1, None], mask[:1]),
+             "tis_ppo_loss with B = 1 and advantages of shape [1, 1]"),
         ]
     for pending, what in bad:
         expect_raises(ValueError, pending.get, what=what)

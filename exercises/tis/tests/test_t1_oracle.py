@@ -2,9 +2,11 @@
 
 import torch
 
+from judge import cases as jc
 from judge.testing import Feedback, assert_close, batch, check_tensor, leaf, sibling, visible
 
 cases = sibling(__file__, "_cases")
+F32, F64 = torch.float32, torch.float64
 
 # Each check is split in three: queue the submission's calls in a batch (one round trip for all of
 # them), compute the oracle's expectations while the submission runs, then check case by case.
@@ -94,3 +96,52 @@ def test_seq_mean_loss_and_gradient_match_oracle(sub, oracle, ctx):
     with batch(sub) as b:
         queued = _queue_loss(b, ctx, 103, per_token=False)
     _check_loss(queued, _expect_loss(oracle, queued))
+
+
+def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
+    """Shapes drawn per seed (B = 1, L = 1, and one batch of >= 16k tokens compared with the
+    vectorised reference), every mask kind, fill, default and value regime of
+    ``_cases.regime_case``; the weights and the loss are in old_logp's / logp's dtype."""
+    g = ctx.generator(106)
+    flip = ctx.seed % 2
+    with batch(sub) as b:
+        queued = []
+        for k, (B, L) in enumerate(jc.shapes(g, n_drawn=5, max_side=9)):
+            dtype = (F64, F32)[(k + flip) % 2]
+            case, kw = cases.regime_case(g, B, L, dtype, k)
+            wkw = {"clip_low": kw["tis_low"], "clip_high": kw["tis_high"]} if "tis_low" in kw else {}
+            lp = leaf(case["logp"])
+            args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
+            queued.append((case, kw, wkw, lp, b.tis_weights(case["old_logp"], case["rollout_logp"], case["mask"], **wkw),
+                           b.tis_ppo_loss(lp, *args, **kw)))
+    for case, kw, wkw, lp, pending_w, pending in queued:
+        B, L = case["logp"].shape
+        dtype = case["logp"].dtype
+        args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
+        if B * L >= jc.LARGE_TOKENS:
+            want_w = ref.tis_weights(case["old_logp"], case["rollout_logp"], case["mask"], **wkw)
+            rl = leaf(case["logp"])
+            want = ref.tis_ppo_loss(rl, *args, **kw)
+            want.backward()
+            want_g = rl.grad
+        else:
+            want_w = oracle.tis_weights(case["old_logp"], case["rollout_logp"], case["mask"], **wkw)
+            want = oracle.tis_ppo_loss(case["logp"], *args, **kw)
+            want_g = oracle.tis_ppo_loss_grad(case["logp"], *args, **kw)
+        desc = (f"[{B}, {L}] {dtype}, {case['mask'].dtype} mask, advantages {case['advantages'].dtype}"
+                + "".join(f", {k}={v:.4g}" if isinstance(v, float) else f", {k}={v}" for k, v in kw.items()))
+        w = check_tensor(pending_w.value, what=f"tis_weights on {desc}", shape=(B, L), dtype=dtype)
+        assert_close(w, want_w, what=f"tis_weights on {desc} (clamp(exp(old - rollout), low, high): an "
+                     f"overflowing ratio gives high, an underflowing one low; no +-20 clamp of the "
+                     f"log-ratio)", inputs=case)
+        loss = check_tensor(pending.value, what=f"tis_ppo_loss on {desc} (the loss is in logp's dtype)",
+                            shape=(), dtype=dtype)
+        rtol, atol = jc.scaled_tolerance(dtype)
+        big = float(want_g.abs().max()) if want_g.numel() else 0.0
+        atol = max(atol, 16 * jc.machine_eps(dtype) * big)
+        assert_close(loss, want, what=f"tis_ppo_loss on {desc}", inputs=case, rtol=rtol, atol=atol)
+        loss.backward()
+        if lp.grad is None:
+            raise Feedback(f"tis_ppo_loss on {desc}: logp.grad is None after backward")
+        assert_close(lp.grad, want_g, what=f"d tis_ppo_loss / d logp on {desc} (w times the PPO gradient: "
+                     f"finite, 0 where the clipped term is chosen even when the ratio overflows)", inputs=case)

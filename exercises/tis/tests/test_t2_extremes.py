@@ -1,0 +1,120 @@
+"""T2: overflow regimes of both ratios, the library conventions the spec departs from, and PPO
+widths used as given.
+
+Which test covers which class (issue 17):
+- test_overflowing_ppo_ratio_gets_zero_gradient: a valid token whose PPO ratio overflows
+  (float32 log-ratio 100, float64 800) with A > 0 picks the clipped term: gradient 0, not NaN.
+- test_large_ppo_ratios_with_negative_advantages: ratios 4, 10, e^25 with A < 0 stay unclipped
+  (no verl dual clip at c = 3, no +-20 clamp of the PPO log-ratio).
+- test_full_is_with_a_huge_upper_bound: behaviour log-ratios of 25 under tis_high = 1e12 give
+  weight e^25 (SkyRL's safe_exp_delta clamps the log-ratio at 20 first: e^20).
+- test_ppo_widths_used_as_given: eps_low / eps_high of 0, 1 and 1.5 checked for values.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from judge import cases as jc
+from judge.testing import Feedback, assert_close, batch, check_tensor, leaf
+
+F32, F64 = torch.float32, torch.float64
+
+
+def _queue(b, log_r, A, dtype, log_rho=None, **kwargs):
+    """One response per entry, one valid token each plus a NaN-padded slot; old_logp = -1."""
+    B = len(log_r)
+    log_rho = log_rho or [0.0] * B
+    old = torch.full((B, 2), -1.0, dtype=dtype)
+    logp = old + torch.tensor([[x, 0.0] for x in log_r], dtype=dtype)
+    rollout = old - torch.tensor([[x, 0.0] for x in log_rho], dtype=dtype)
+    mask = torch.tensor([[True, False]] * B)
+    logp, old, rollout = (jc.pad(x, mask, math.nan) for x in (logp, old, rollout))
+    adv = torch.tensor(A, dtype=dtype)
+    lp = leaf(logp)
+    inputs = {"logp": logp, "old_logp": old, "rollout_logp": rollout, "advantages": adv, "mask": mask, **kwargs}
+    return lp, inputs, b.tis_ppo_loss(lp, old, rollout, adv, mask, **kwargs)
+
+
+def _check(lp, inputs, pending, tok, grad_tok, what):
+    """One token per response, so both aggregations give the mean of the token losses."""
+    B = lp.shape[0]
+    loss = check_tensor(pending.value, what=what, shape=(), dtype=lp.dtype)
+    assert_close(loss, torch.tensor(sum(tok) / B, dtype=F64), what=what, inputs=inputs)
+    loss.backward()
+    if lp.grad is None:
+        raise Feedback(f"{what}: logp.grad is None after backward")
+    grad = torch.zeros(B, 2, dtype=F64)
+    grad[:, 0] = torch.tensor(grad_tok, dtype=F64) / B
+    assert_close(lp.grad, grad, what=f"d {what} / d logp", inputs=inputs)
+
+
+def test_overflowing_ppo_ratio_gets_zero_gradient(sub):
+    with batch(sub) as b:
+        queued = []
+        for dtype in (F32, F64):
+            big = jc.OVERFLOW_LOG_RATIOS[dtype][0]
+            assert math.isinf(float(torch.exp(torch.tensor(big, dtype=dtype))))  # setup: exp overflows
+            for per_token in (True, False):
+                queued.append((dtype, big, per_token,
+                               _queue(b, [big, 0.1], [1.0, 2.0], dtype, log_rho=[0.0, math.log(0.5)],
+                                      per_token_loss=per_token)))
+    for dtype, big, per_token, (lp, inputs, pending) in queued:
+        w2 = float(torch.exp(inputs["old_logp"][1, 0] - inputs["rollout_logp"][1, 0]).double())
+        r2 = float(torch.exp(inputs["logp"][1, 0].double() - inputs["old_logp"][1, 0].double()))
+        _check(lp, inputs, pending, [-1.2, -w2 * 2 * r2], [0.0, -w2 * 2 * r2],
+               what=f"tis_ppo_loss with a valid PPO log-ratio of {big} ({dtype}, A = +1, "
+                    f"per_token_loss={per_token}): the ratio overflows to inf, the min picks the clipped "
+                    f"term (1 + eps_high) A whose gradient is 0; exp's backward at inf gives 0 * inf = NaN "
+                    f"unless the overflowing ratio is kept out of the graph")
+
+
+def test_large_ppo_ratios_with_negative_advantages(sub):
+    A = [-1.0, -0.5, -2.0]
+    with batch(sub) as b:
+        queued = [(dtype, _queue(b, [math.log(4.0), math.log(10.0), 25.0], A, dtype)) for dtype in (F32, F64)]
+    for dtype, (lp, inputs, pending) in queued:
+        r = torch.exp(inputs["logp"][:, 0].double() - inputs["old_logp"][:, 0].double()).tolist()
+        _check(lp, inputs, pending, [-x * a for x, a in zip(r, A)], [-a * x for x, a in zip(r, A)],
+               what=f"tis_ppo_loss with PPO ratios [4, 10, e^25] and A = {A} ({dtype}): for A < 0 the min "
+                    f"keeps r A however large r is; no dual clip at 3 (verl's clip_ratio_c) and no +-20 "
+                    f"clamp of the log-ratio")
+
+
+def test_full_is_with_a_huge_upper_bound(sub):
+    with batch(sub) as b:
+        queued = []
+        for dtype in (F32, F64):
+            old = torch.tensor([[25.0, 22.0, -25.0, math.log(3.0)]], dtype=dtype)
+            rollout = torch.zeros(1, 4, dtype=dtype)
+            mask = torch.ones(1, 4, dtype=torch.bool)
+            queued.append((dtype, old, rollout, mask,
+                           b.tis_weights(old, rollout, mask, clip_low=0.0, clip_high=1e12)))
+    for dtype, old, rollout, mask, pending in queued:
+        w = check_tensor(pending.value, what="tis_weights", shape=(1, 4), dtype=dtype)
+        want = torch.exp((old - rollout).double())
+        assert_close(w, want, what=f"tis_weights with behaviour log-ratios [25, 22, -25, log 3] and bounds "
+                     f"[0, 1e12] ({dtype}): the weight is exp(old - rollout) itself inside the bounds (a +-20 "
+                     f"clamp of the log-ratio, as SkyRL's safe_exp_delta does, gives e^20)",
+                     inputs={"old_logp": old, "rollout_logp": rollout, "mask": mask},
+                     rtol=1e-5 if dtype == F32 else None)
+
+
+def test_ppo_widths_used_as_given(sub):
+    # (eps_low, eps_high, PPO log-ratios, A, token losses, token gradients), weights 1
+    table = [
+        (0.2, 0.0, [math.log(1.1), math.log(0.9)], [1.0, 1.0], [-1.0, -0.9], [0.0, -0.9]),
+        (0.0, 0.2, [math.log(0.9), math.log(1.1)], [-1.0, -1.0], [1.0, 1.1], [0.0, 1.1]),
+        (0.0, 0.0, [math.log(1.3), math.log(0.7)], [1.0, -1.0], [-1.0, 1.0], [0.0, 0.0]),
+        (1.0, 0.5, [math.log(0.25), math.log(1.6)], [-1.0, 2.0], [0.25, -3.0], [0.25, 0.0]),
+        (1.5, 0.5, [math.log(0.25), math.log(0.5)], [-1.0, 1.0], [0.25, -0.5], [0.25, -0.5]),
+    ]
+    with batch(sub) as b:
+        queued = [(row, _queue(b, row[2], row[3], F64, eps_low=row[0], eps_high=row[1])) for row in table]
+    for (el, eh, lr, A, tok, grad), (lp, inputs, pending) in queued:
+        _check(lp, inputs, pending, tok, grad,
+               what=f"tis_ppo_loss with eps_low={el}, eps_high={eh}, PPO ratios "
+                    f"{[round(math.exp(x), 4) for x in lr]}, A = {A}: the PPO widths are used as given "
+                    f"(a width of 0 is a width, not 'unset'; a lower bound <= 0 never binds)")
