@@ -27,12 +27,18 @@ FAST = dataclasses.replace(EX, limits=Limits(call_seconds=2, total_seconds=20, c
                                              memory_mb=1024))
 
 
-def run_attack(name: str, sandbox, **subst) -> Verdict:
+def run_attack(name: str, sandbox, alone: bool = True, **subst) -> Verdict:
+    """Grade the attack ``name``; when it is the only grading (``alone``), also check that the
+    judge's memory stayed bounded and that nothing of it outlives the grading (see ``graded``)."""
     src = (ATTACKS / f"{name}.py").read_text()
     subst.setdefault("REPO", str(REPO_ROOT))
     for k, v in subst.items():
         src = src.replace("{{" + k + "}}", str(v))
-    return grade(FAST, src, sandbox=sandbox, mode="submit", seed=7)
+    if not alone:
+        return grade(FAST, src, sandbox=sandbox, mode="submit", seed=7)
+    o = graded(sandbox, src, None)  # no artifact folder, as before: T3 writes nothing
+    assert o.peak_mb < PEAK_MB and o.document_bytes < DOCUMENT_BYTES, (o.peak_mb, o.document_bytes)
+    return o.verdict
 
 
 @pytest.fixture
@@ -311,7 +317,7 @@ class TestSecrets:
         t = threading.Thread(target=lambda: results.update(
             held=grade(FAST, holder, sandbox=sandbox, seed=1)))
         t.start()
-        v = run_attack("find_other_submission", sandbox, MARKER=marker)
+        v = run_attack("find_other_submission", sandbox, alone=False, MARKER=marker)
         t.join()
         assert "hits: []" in v.output, v.output
         assert results["held"].error.kind == "time_limit"
@@ -416,16 +422,17 @@ def assert_nothing_survives(sandbox, descriptors: set[str], mounts: int) -> None
     assert _descriptors() - descriptors == set(), "a descriptor outlived its grading"
 
 
-def graded(sandbox, source: str, tmp_path: Path, exercise=FAST, tiers=None) -> Outcome:
-    """Grade ``source`` as a hostile submission and check that nothing outlives it."""
+def graded(sandbox, source: str, tmp_path: Path | None, exercise=FAST, tiers=None) -> Outcome:
+    """Grade ``source`` as a hostile submission (its artifacts under ``tmp_path``, if given) and
+    check that nothing outlives it."""
     sandbox.drain()
     descriptors, mounts = _descriptors(), _mounts(sandbox)
-    out = tmp_path / "out"
+    out = tmp_path / "out" if tmp_path is not None else None
     _reset_peak()
     v = grade(exercise, source, sandbox=sandbox, mode="submit", seed=7, out_dir=out, tiers=tiers)
     peak = _peak_mb()
     assert_nothing_survives(sandbox, descriptors, mounts)
-    written = sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) if out.exists() else 0
+    written = sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) if out and out.exists() else 0
     return Outcome(v, peak, written, len(v.model_dump_json()))
 
 
