@@ -21,10 +21,18 @@ FOLDERS = exercise_folders()
 @pytest.mark.parametrize("folder", FOLDERS, ids=[f.name for f in FOLDERS])
 def test_exercise_validates(folder, sandbox):
     """`judge validate --all`, one exercise at a time: reference, starter, known-wrong solutions,
-    determinism, other seeds, limits, artifacts, spec, and no unlisted surviving mutant."""
+    determinism, other seeds, limits, artifacts, spec, and no unlisted surviving mutant. These are
+    the sandboxed gradings of the reference (accepted, every tier), the starter (every tier fails,
+    each function "not implemented yet") and each known-wrong solution (fails its declared tier):
+    tests/test_grading.py does not grade them again."""
     rep = validate_exercise(folder, sandbox=sandbox)
     assert rep.ok, "\n" + render_exercise(rep)
     assert rep.mutation is not None and rep.mutation.survived == 0
+    checks = {c.name: c for c in rep.checks}
+    assert {"reference accepted", "starter rejected", "known-wrong rejected"} <= set(checks)
+    assert all(checks[n].status == "passed" for n in ("reference accepted", "starter rejected", "known-wrong rejected"))
+    artifacts = checks["T3 artifacts"].detail.split(", ")
+    assert "metrics.json" in artifacts and any(a.endswith(".svg") for a in artifacts), artifacts
 
 
 def _scaffold(tmp_path, slug):
@@ -34,6 +42,19 @@ def _scaffold(tmp_path, slug):
 
 def _check(rep, name):
     return next(c for c in rep.checks if c.name == name)
+
+
+def test_a_starter_that_fails_without_saying_not_implemented_fails_validation(tmp_path, sandbox):
+    """The starter must fail every tier by saying which function is still to write: one that
+    raises some other error fails the "starter rejected" check, naming what is missing."""
+    ex_dir, _ = _scaffold(tmp_path, "val_starter")
+    starter = ex_dir / "starter.py"
+    starter.write_text(starter.read_text().replace(
+        'raise NotImplementedError("masked_mean is not implemented yet")', 'raise ValueError("todo")'))
+    rep = validate_exercise(ex_dir, sandbox=sandbox, mutants=False)
+    check = _check(rep, "starter rejected")
+    assert not rep.ok and check.status == "failed"
+    assert "no test says masked_mean is not implemented yet" in check.detail
 
 
 REDUNDANT = "total = torch.where(valid, torch.where(valid, x, zero), zero).sum(dim=-1)"
