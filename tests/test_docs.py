@@ -150,3 +150,29 @@ def test_every_judge_command_shown_is_one_the_cli_accepts():
             parser.parse_args(argv)
         except SystemExit:
             pytest.fail(f"{name}: `judge {shlex.join(argv)}` is not a command judge accepts")
+
+
+# docs/page.md ("Title", "Other") or docs/page.md, "Title": the titles are short and capitalised
+_SECTION_REF = re.compile(r"""docs/([\w-]+\.md)(?:\s*\(|,\s*)((?:"[A-Z][^"]{0,60}"(?:,\s*)?)+)""")
+
+
+def test_every_section_the_code_points_to_exists():
+    """``docs/performance.md ("The child")`` in a comment or docstring names a heading or a bold
+    label of that page (the why stays in the code, the measurements in docs/)."""
+    bad, seen = [], 0
+    for top in ("judge", "sandbox", "exercises", "docs", "tests"):
+        for p in (REPO_ROOT / top).rglob("*"):
+            if not p.is_file() or p.suffix not in (".py", ".md", ".toml") or "__pycache__" in p.parts \
+                    or p.resolve() == Path(__file__).resolve():
+                continue
+            # comment and docstring lines wrapped mid-title are joined first
+            text = re.sub(r"\s*\n\s*(?:#\s*)?", " ", p.read_text(errors="replace"))
+            for page, titles in _SECTION_REF.findall(text):
+                doc = DOCS / page
+                body = re.sub(r"\s+", " ", doc.read_text()) if doc.is_file() else ""
+                for title in re.findall(r'"([^"]+)"', titles):
+                    seen += 1
+                    if not doc.is_file() or title not in body:
+                        bad.append(f"{p.relative_to(REPO_ROOT)}: docs/{page} has no section {title!r}")
+    assert seen >= 3, "the scan found no section references at all"
+    assert not bad, bad

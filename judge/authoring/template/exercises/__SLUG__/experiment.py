@@ -37,8 +37,9 @@ def _targets(seed: int):
 
 # The plots are SVG written by judge.svgplot: matplotlib's calls (Figure, subplots, plot, semilogy,
 # bar, legend, ...) at ~1 ms a figure instead of tens, which the service pays for every submission
-# (AUTHORING.md, "T3"). save_figures draws each figure and, when odd metrics (a wrong solution's)
-# break one, saves instead a figure saying what could not be drawn. Same metrics, same bytes.
+# (the judge's docs/authoring.md, "T3"). save_figures draws each figure and, when odd metrics (a
+# wrong solution's) break one, saves instead a figure saying what could not be drawn. Same
+# metrics, same bytes.
 def plot(m: dict, out_dir) -> list[str]:
     """Draw the plots and write metrics.json from the metrics alone (the judge calls this after
     the verdict); returns the names written."""
