@@ -176,3 +176,11 @@ def test_every_section_the_code_points_to_exists():
                         bad.append(f"{p.relative_to(REPO_ROOT)}: docs/{page} has no section {title!r}")
     assert seen >= 3, "the scan found no section references at all"
     assert not bad, bad
+
+
+def test_the_mutation_operators_table_is_mutates():
+    from judge.authoring.mutate import OPERATORS
+
+    text = (DOCS / "authoring.md").read_text().split("### Mutation testing", 1)[1]
+    shown = re.findall(r"^\| ([a-z]+) \| ", text, re.MULTILINE)
+    assert shown == list(OPERATORS), f"docs/authoring.md lists {shown}; judge.authoring.mutate has {OPERATORS}"
