@@ -182,5 +182,5 @@ def test_the_mutation_operators_table_is_mutates():
     from judge.authoring.mutate import OPERATORS
 
     text = (DOCS / "authoring.md").read_text().split("### Mutation testing", 1)[1]
-    shown = re.findall(r"^\| ([a-z]+) \| ", text, re.MULTILINE)
+    shown = [op for op in re.findall(r"^\| ([a-z]+) \| ", text, re.MULTILINE) if op != "operator"]
     assert shown == list(OPERATORS), f"docs/authoring.md lists {shown}; judge.authoring.mutate has {OPERATORS}"
