@@ -28,30 +28,15 @@ from judge.exercise import Limits
 from judge.box.job import Job, JobHost, _wipe
 import sandbox
 from sandbox.lockdown import NO_ACCELERATORS, SANDBOX_UID
+from judge.tuning import SPARE_DELAY, SPARES_AHEAD, SPIN_SECONDS  # the measured why: judge.tuning
 
 log = logging.getLogger("judge.box.sandbox")
 # The folder that holds the ``sandbox`` package (a checkout or site-packages): the zygote's PYTHONPATH.
 REPO_ROOT = Path(sandbox.__file__).resolve().parent.parent
-# How long both sides poll for the other's next message before sleeping (the worker sets 0
-# while other gradings need the cores). 2 ms covers the judge's work between most calls: with
-# 0.5 ms a child slept, and woke cold, 13 times in a cispo grading and 5 in a score_centering
-# one. A/B on a 1-worker service, p50 per alternation: cispo -1.9 to -6.6 ms in four of five
-# (+1.4 in one), score_centering -1.5 to -5.6 in four of five (+1.5), glm5_mis -2.0 and -3.0
-# in two of three (+0.9).
-SPIN_SECONDS = 0.002
 _ENV_PASSTHROUGH = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 SCRATCH_BYTES = 64 << 20  # the scratch tmpfs of one job (as root)
-# After a job closes, its successor spare waits this long before it is forked, unless a job is
-# opened first: the closed job's verdict is on its way to the learner, and the API process and
-# the client need the cores for about a millisecond (measured: the last byte of the response
-# comes 3.1 ms after the verdict is stored with the fork at once, 1.4 ms with it 3 ms later).
-SPARE_DELAY = 0.004
-# Children kept forked ahead, per kind of limits: with two, a submission that arrives while the
-# previous one's successor is still being forked (a burst, or a worker taking its queue's next
-# one at once) finds one ready.
-SPARES_AHEAD = 2
 _libc = ctypes.CDLL(None, use_errno=True)
 
 

@@ -31,6 +31,7 @@ from judge.service.schemas import (Accepted, ErrorBody, ExerciseDetail, Exercise
                               SubmissionSummary, SubmitRequest)
 from judge.service.guard import SUBMISSION_ID, ApiError, Changes, Guard, RateLimiter, log
 from judge.service.catalog import load_catalog, preview_dir
+from judge.tuning import INLINE_DOCUMENT_BYTES  # a larger verdict is parsed and serialized off the event loop
 from judge.service.config import Config
 from judge.service.files import FileStream, Transfers, list_regular_files, open_regular_file
 from judge.models import Verdict
@@ -43,7 +44,6 @@ STATUS_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: 
                 413: "body_too_large", 415: "unsupported_media_type", 422: "invalid_request",
                 429: "rate_limited", 503: "unavailable"}
 SSE_MAX_SECONDS = 600.0
-INLINE_DOCUMENT_BYTES = 64 << 10  # a verdict larger than this is parsed and serialized off the event loop
 LAST_EVENT_ID = re.compile(r"^[0-9]{1,9}$")
 
 

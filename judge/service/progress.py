@@ -13,9 +13,9 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 from judge.service.store import Store
+from judge.tuning import FLUSH_DELAY  # the longest a test's result waits before it is written
 
 log = logging.getLogger("judge.service.workers")
-FLUSH_DELAY = 0.025  # the longest a test's result waits before it is written
 
 
 def notify_change(fd: int | None, sid: str, kind: str = "s") -> None:

@@ -35,11 +35,11 @@ from judge.service.config import Config
 from judge.service.idle import IdleWorkers
 from judge.service.progress import ProgressWriter, notify_change
 from judge.service.store import ClaimedSubmission, Store
+from judge.tuning import ANSWER_FIRST_S, SPIN_SECONDS
 
 log = logging.getLogger("judge.service.workers")
 ARTIFACTS = "artifacts"
 OVERRUN_GRACE_S = 60.0  # a grading this far past its exercise's total limit means a stuck worker
-ANSWER_FIRST_S = 0.0015  # after a verdict, how long an unhurried worker waits before drawing plots
 
 
 def artifacts_dir(cfg: Config, sid: str) -> Path:
@@ -133,8 +133,6 @@ class Worker:
 
     # the loop ------------------------------------------------------------------------------
     def serve(self, stop, idle: IdleWorkers, parent_pid: int, busy) -> None:
-        from judge.box.sandbox import SPIN_SECONDS
-
         cores = os.cpu_count() or 1
         while not stop.is_set() and os.getppid() == parent_pid:
             job = self.store.claim(self.name, share=self.share)
@@ -196,9 +194,8 @@ class Worker:
                     self.store.finish(job.id, early.model_dump_json(), early.verdict, tests)
                 self.changed(job.id)
                 # The API, just woken, answers before the plots are drawn: with no submission
-                # waiting, this worker gives it the cores for a moment (measured on a 1-worker
-                # service: time outside grading 4.7-5.3 -> 3.3-4.4 ms; sched_yield alone let the
-                # plots, the child's exit and the API share them). Under a backlog it draws at once.
+                # waiting, this worker gives it the cores for a moment (ANSWER_FIRST_S, measured:
+                # judge.tuning). Under a backlog it draws at once.
                 if not self.store.has_queued():
                     time.sleep(ANSWER_FIRST_S)
                 else:
