@@ -157,3 +157,12 @@ def test_every_step_of_the_clean_up_runs_whatever_the_one_before_raised(sandbox,
         job.finish()
     assert forgotten == [job] and job.sock.fileno() == -1 and not job.scratch.exists()
     sandbox._forget(job)
+
+
+def test_a_job_takes_the_answer_caps_of_the_limits_it_is_given(sandbox):
+    job = sandbox.open_job(Limits(call_seconds=5, total_seconds=30, answer_mb=2))
+    assert job.reader.max_payload == 2 << 20 and job.reader.max_header == 1 << 20
+    job.limits = Limits(answer_mb=128)  # a spare handed out for another exercise's limits
+    assert job.reader.max_payload == 128 << 20 and job.reader.max_header == 1 << 20
+    job.close()
+    sandbox.drain()

@@ -97,10 +97,26 @@ class Job:
         # Non-blocking for good: sends and reads wait in select() only when they must, against
         # the deadlines (no per-message timeout to set, no poll before every read).
         sock.setblocking(False)
-        # every read of the socket goes through it; no answer larger than the exercise allows
-        self.reader = wire.Reader(sock, max_payload=limits.answer_mb << 20,
-                                  max_header=min(REPLY_HEADER_CAP, limits.answer_mb << 20))
+        self.reader = wire.Reader(sock)  # every read of the socket goes through it
+        self._cap_answers()
         self.closed = False
+
+    @property
+    def limits(self) -> Limits:
+        return self._limits
+
+    @limits.setter
+    def limits(self, limits: Limits) -> None:
+        """The exercise's limits (a spare forked for other limits takes the new ones when it is
+        handed out, its answer caps with them)."""
+        self._limits = limits
+        if "reader" in self.__dict__:
+            self._cap_answers()
+
+    def _cap_answers(self) -> None:
+        """No single answer larger than the exercise allows is read (``wire.FrameTooLarge``)."""
+        cap = self._limits.answer_mb << 20
+        self.reader.max_payload, self.reader.max_header = cap, min(REPLY_HEADER_CAP, cap)
 
     # --- events from the zygote ------------------------------------------------------------
     def on_event(self, msg: dict) -> None:
