@@ -445,6 +445,57 @@ def test_wait_returns_202_when_not_graded_in_time(tmp_path):
         assert c.get(f"/submissions/{sid}").json()["status"] == "queued"
 
 
+def test_large_documents_are_built_off_the_event_loop(tmp_path, monkeypatch):
+    """A verdict over INLINE_DOCUMENT_BYTES is parsed and serialized in a worker thread, for
+    GET /submissions/{id}, ?wait= and the events' end alike; a small one where it is."""
+    import threading
+
+    from judge.models import Verdict
+    from judge.service import app as app_module
+
+    built: list[tuple[int, str]] = []  # (size of the verdict, thread that built its document)
+    real = app_module._document_json
+
+    def spy(row):
+        built.append((len(row["verdict"] or ""), threading.current_thread().name))
+        return real(row)
+
+    monkeypatch.setattr(app_module, "_document_json", spy)
+    with _idle_app(tmp_path) as c:
+        store = c.app.state.store
+        loop_thread = c.portal.call(lambda: threading.current_thread().name)
+        ids = {}
+        for size in (100, 200_000):
+            sid = submit(c, "x = 1", wait=None).json()["id"]
+            store.claim("w")
+            v = Verdict(exercise="glm5_mis", verdict="rejected", mode="submit", seed=1, output="o" * size)
+            store.finish(sid, v.model_dump_json(), "rejected")
+            ids[size] = sid
+        for size, sid in ids.items():
+            built.clear()
+            doc = c.get(f"/submissions/{sid}").json()
+            assert doc["verdict"]["output"] == "o" * size
+            text = c.get(f"/submissions/{sid}/events").text
+            assert text.count("o" * size) == 1 and "event: end" in text
+            assert len(built) == 2 and all(n > size for n, _ in built)
+            in_loop = [t == loop_thread for _, t in built]
+            assert in_loop == ([False, size < 64 << 10])  # the route's thread; the stream's loop or not
+
+        def grade_soon():  # as a worker would, while POST /submit?wait= waits
+            while (job := store.claim("w")) is None:
+                time.sleep(0.01)
+            v = Verdict(exercise="glm5_mis", verdict="rejected", mode="submit", seed=1, output="w" * 200_000)
+            store.finish(job.id, v.model_dump_json(), "rejected")
+
+        built.clear()
+        worker = threading.Thread(target=grade_soon)
+        worker.start()
+        r = submit(c, "x = 1", wait=10)
+        worker.join()
+        assert r.status_code == 200 and r.json()["verdict"]["output"] == "w" * 200_000
+        assert [t == loop_thread for _, t in built] == [False]
+
+
 def test_openapi_declares_every_response(tmp_path):
     with _idle_app(tmp_path) as c:
         spec = c.get("/openapi.json").json()
