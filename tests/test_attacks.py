@@ -781,3 +781,26 @@ class TestFuzz:
         one()
         honest = grade(fuzz_exercise, "def f(x):\n    return 2 * x\n", sandbox=sandbox)
         assert honest.verdict == "accepted", honest.error
+
+
+def test_hostile_submissions_leave_every_service_worker_alive(service):
+    """Through the service: forged frames, fresh exception names, oversized answers; each is
+    graded (rejected, the submission's fault), every worker stays up and the next honest
+    submission is accepted."""
+    import httpx
+
+    hostile = [attack_source("forged_frame", FRAME=FORGED[case][1], PHASE=FORGED[case][0], WHAT=case)
+               for case in ("resources_nan", "load_missing_count", "tensor_claimed_twice")]
+    hostile += [attack_source("exception_names"), attack_source("huge_answers", MB=200)]
+    with service.client() as c:
+        for code in hostile:
+            r = c.post("/submit", params={"wait": 60},
+                       json={"exercise": "glm5_mis", "code": code, "mode": "submit"})
+            assert r.status_code == 200, r.text[:300]
+            doc = r.json()
+            assert doc["status"] == "done" and doc["verdict"]["verdict"] == "rejected", doc
+            assert httpx.get(service.url + "/readyz").json()["workers_ready"] == service.workers
+        r = c.post("/submit", params={"wait": 60}, json={
+            "exercise": "glm5_mis", "code": EX.solution_path.read_text(), "mode": "submit"})
+        assert r.json()["verdict"]["verdict"] == "accepted"
+    assert "restarting it" not in service.log(), service.log()  # no worker died and came back
