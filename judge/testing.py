@@ -240,10 +240,11 @@ def batch(sub: Any) -> Any:
 
     Each call returns a ``Pending`` at once and goes to the sandbox straight away; answers come
     back in order. ``.value`` waits for the call's answer and is what the call returned
-    (gradients, mutation of inputs and return checks as for a direct call), or raises what it
-    raised. A call sees its arguments as they were when it was made, and not another call's
-    in-place changes to them unless it reads that call's value first. Under plain pytest (``sub``
-    is a module) the calls simply run one by one.
+    (gradients, read-only inputs and return checks as for a direct call: ``judge.readonly``), or
+    raises what it raised. A call sees its arguments as they were when it was made; no call's
+    in-place writes reach the test's tensors (only an input the exercise declares written is
+    updated, when that call's value is read). Under plain pytest (``sub`` is a module) the calls
+    simply run one by one.
     """
     make = getattr(sub, "__judge_batch__", None)
     return make() if make is not None else _LocalBatch(sub)
