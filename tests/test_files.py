@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from judge.service import files
@@ -166,6 +167,8 @@ def test_downloads_in_flight_are_capped_per_client_and_in_all(live):
         status, head, body = refused(live, KEYS[1])
         assert status == 503 and b'"transfers_busy"' in body and b"retry-after" in head.lower()
         assert live.transfers.in_flight == 3 and live.open_files() == 3
+        metrics = httpx.get(f"http://127.0.0.1:{live.port}/metrics").text
+        assert "\njudge_transfers_in_flight 3\n" in metrics
         for s in socks[:2]:  # alice hangs up: her slots and files are given back
             s.close()
         assert settle(lambda: live.transfers.in_flight == 1 and len(live.transfers.active) == 1)
@@ -180,8 +183,6 @@ def test_downloads_in_flight_are_capped_per_client_and_in_all(live):
 
 
 def test_a_whole_download_is_the_file(live):
-    import httpx
-
     with open(live.big, "r+b") as f:  # a recognisable head and tail in the sparse file
         f.write(b"head")
         f.seek(BIG - 4)

@@ -375,7 +375,8 @@ def create_app(cfg: Config) -> FastAPI:
              responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
     def metrics():
         """Prometheus text format: queue depth, gradings by verdict, grading latency."""
-        return PlainTextResponse(_metrics_text(store.metrics(), pool), media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(_metrics_text(store.metrics(), pool, transfers.in_flight),
+                                 media_type="text/plain; version=0.0.4")
 
     def openapi() -> dict:
         if app.openapi_schema is None:
@@ -398,7 +399,7 @@ def create_app(cfg: Config) -> FastAPI:
     return app
 
 
-def _metrics_text(m: dict, pool: WorkerPool | None) -> str:
+def _metrics_text(m: dict, pool: WorkerPool | None, transfers: int = 0) -> str:
     lines = ["# HELP judge_queue_depth Submissions waiting for a worker.", "# TYPE judge_queue_depth gauge",
              f"judge_queue_depth {m['by_status'].get('queued', 0)}",
              "# HELP judge_submissions Submissions in the database, by status.", "# TYPE judge_submissions gauge"]
@@ -414,7 +415,9 @@ def _metrics_text(m: dict, pool: WorkerPool | None) -> str:
     lines += [f'judge_grading_seconds_bucket{{le="+Inf"}} {lat["count"]}',
               f"judge_grading_seconds_sum {lat['sum']:.6f}", f"judge_grading_seconds_count {lat['count']}",
               "# HELP judge_workers_ready Grading workers with a warm sandbox.", "# TYPE judge_workers_ready gauge",
-              f"judge_workers_ready {pool.ready_count if pool is not None else 0}"]
+              f"judge_workers_ready {pool.ready_count if pool is not None else 0}",
+              "# HELP judge_transfers_in_flight File downloads being sent.", "# TYPE judge_transfers_in_flight gauge",
+              f"judge_transfers_in_flight {transfers}"]
     return "\n".join(lines) + "\n"
 
 
