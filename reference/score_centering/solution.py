@@ -102,6 +102,6 @@ def sc_policy_loss(logp, rollout_logp, train_head_logp, sampler_head_logp, advan
 
     w_a = _f((logp_v - rollout_v).detach().exp(), mode, low, high)         # [B, L], sg
     c = _correction(train_head, sampler_head, mode, low, high, eps)         # [B, L]
-    A = advantages.detach().unsqueeze(-1)                                   # [B, 1]
+    A = advantages.detach().to(logp.dtype).unsqueeze(-1)                    # [B, 1], logp's dtype
     per_token = -A * w_a * logp_v + A * c                                   # [B, L]
     return per_token.sum() / m.sum().clamp_min(1).to(logp.dtype)

@@ -70,7 +70,7 @@ def sc_policy_loss(logp, rollout_logp, train_head_logp, sampler_head_logp, advan
     sh = sampler_head_logp.detach().masked_fill(pad3, -1.0)
     w_a = _weight(torch.exp(lp.detach() - lr), mode, low, high)
     c = sc_correction(th, sh, mode, low, high, eps)
-    adv = advantages.detach()[:, None].expand(B, L)
+    adv = advantages.detach().to(logp.dtype)[:, None].expand(B, L)  # the loss stays in logp's dtype
     token = (adv * (c - w_a * lp)).masked_fill(pad, 0.0)
     n = int((~pad).sum())
     return token.sum() / max(n, 1)

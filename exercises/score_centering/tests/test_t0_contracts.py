@@ -1,4 +1,15 @@
-"""T0: shapes, dtypes, return types, ValueErrors and the empty mask."""
+"""T0: shapes, dtypes, return types, ValueErrors and the empty mask.
+
+Which test covers which class (issue 17; the regimes are in test_t2_regimes.py):
+- test_correction_shapes_and_dtypes / test_loss_is_a_differentiable_scalar: leading shapes
+  (), [3], [2, 4], both dtypes, every mode.
+- test_unknown_mode_raises / test_bad_bounds_raise / test_shape_mismatch_raises: every ValueError
+  rule in both functions, "tis" and "mis", NaN and inf bounds; the legal edges low = 0, low = high.
+  (The same rules with an all-empty mask, and B = 1 with a 0-d advantage: test_t2_regimes.)
+- test_empty_mask_is_a_graph_connected_zero: every mode (NaN/inf padding under an all-empty
+  mask, every mask encoding and B = 0: test_t2_regimes).
+Input mutation is checked on every call by the judge (judge.readonly), in every branch.
+"""
 
 import math
 

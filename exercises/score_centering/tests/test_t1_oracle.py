@@ -1,4 +1,7 @@
 """T1: sc_correction and sc_policy_loss against the scalar-loop oracle on fresh random inputs.
+(k = 1 ... V, every mode with random bounds, NaN/inf/1e30 padding, an empty response. Shapes
+drawn per seed, the >= 16k-token batch against the reference, every mask encoding:
+test_t2_regimes.py.)
 
 Values and gradients: the gradient of the correction w.r.t. train_head_logp must equal the
 detached head coefficients sg(q w - alpha' p); the loss gradients are -m A w_a / N (logp) and

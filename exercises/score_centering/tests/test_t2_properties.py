@@ -1,4 +1,18 @@
-"""T2: the centring identity, hand-checked values, the eps floors, endpoints, detachment, padding."""
+"""T2: the centring identity, hand-checked values, the eps floors, endpoints, detachment, padding.
+
+Which test covers which class (more in test_t2_regimes.py):
+- test_seed_check_uncentered_mean / test_hand_checked_case / test_tail_weight_alpha_prime: the
+  spec's numbers; alpha' = rho f(1/rho) per mode.
+- test_gradient_identity_full_vocabulary_centering / test_whole_vocabulary_head_is_exact: the
+  centring identity, P_H = Q_H = 1 up to rounding.
+- test_eps_floors_keep_extremes_finite: the floors, exact P_H = 1 and Q_H = 1, the default eps.
+- test_mis_endpoints_are_inclusive: exact ties at both bounds in head, tail and token weights
+  (neighbouring floats and log-space comparisons: test_t2_regimes).
+- test_correction_is_not_reweighted / test_on_policy_correction_vanishes: where the correction goes.
+- test_frozen_inputs_get_no_gradient / test_padding_is_neutralised / test_inputs_not_mutated:
+  stop-gradients, NaN/inf/1e30 padding in every input, no in-place writes.
+- test_default_bounds: the defaults omitted in both functions.
+"""
 
 import math
 

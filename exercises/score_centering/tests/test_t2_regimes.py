@@ -1,0 +1,282 @@
+"""T2: value regimes, encodings and validation paths the other tiers never generate (issue 17).
+
+Which test covers which class of mistake:
+- test_extreme_token_ratios: sampled-token log-ratios +-25 / +-60 / +-85 (float32), +-25 / +-100 /
+  +-700 (float64) under every mode: no +-20 clamp of the log-ratio (verl / SkyRL style).
+- test_token_ratio_ties_on_neighbouring_floats: every float64 whose exp(logp - rollout_logp) is
+  exactly a bound (and the next one outward), "tis" and "mis": a log-space comparison misjudges
+  them.
+- test_tiny_probabilities: head and token log-probs near e^-110 (float32) / e^-800 (float64):
+  p / q is 0/0, form every ratio from a log difference.
+- test_mixed_dtypes_and_mask_encodings: float64 advantages and bool / float32 / float64 / int64
+  masks with float32 log-probs, every mode: the loss stays in logp's dtype.
+- test_empty_masks_with_nan_padding: all-empty masks in every encoding with NaN / inf padding in
+  every input (heads included) and B = 0, every mode: a graph-connected 0, zero gradients.
+- test_validation_with_empty_masks: mode, bounds and shape rules with an all-empty mask, and
+  B = 1 with a 0-d advantage.
+- test_drawn_shapes_match_oracle / test_large_batch_matches_reference: (B, L) drawn per seed
+  (1 x 1, 1 x L, B x 1, random; k = 1 ... V) against the oracle, one batch with B * L >= 16384
+  against the vectorised reference.
+"""
+
+import math
+
+import torch
+
+from judge import cases as shared
+from judge.testing import Feedback, assert_close, batch, check_tensor, describe, expect_raises, leaf, sibling
+
+cases = sibling(__file__, "_cases")
+F32, F64 = torch.float32, torch.float64
+NAN = float("nan")
+MODES = (("none", 0.0, 2.0), ("tis", 0.0, 2.0), ("mis", 0.5, 2.0))
+
+
+def _flat_heads(n_rows, dtype):
+    """[n_rows, 1, 2] heads with p = q (correction 0), so the token weight alone shows."""
+    h = torch.log(torch.tensor([0.3, 0.2], dtype=F64)).expand(n_rows, 1, 2).to(dtype)
+    return h, h.clone()
+
+
+def test_extreme_token_ratios(sub, oracle):
+    with batch(sub) as b:
+        calls = []
+        for dtype in (F32, F64):
+            for mag in shared.EXTREME_LOG_RATIOS[dtype]:
+                lr = torch.tensor([[mag], [-mag]], dtype=F64)
+                rollout = torch.full((2, 1), -1.0, dtype=F64) - lr.clamp(min=0)
+                logp = (rollout + lr).to(dtype)
+                rollout = rollout.to(dtype)
+                th, sh = _flat_heads(2, dtype)
+                adv = torch.tensor([1.5, -0.5], dtype=dtype)
+                mask = torch.ones(2, 1, dtype=torch.bool)
+                top = 1e38 if dtype == F32 else 1e300  # a band wide enough to keep e^+-85 / e^+-700
+                for mode, low, high in (("none", 0.0, 2.0), ("tis", 0.0, top), ("mis", 0.0, top)):
+                    x = leaf(logp)
+                    args = (logp, rollout, th, sh, adv, mask)
+                    calls.append((dtype, mag, mode, low, high, args, x,
+                                  b.sc_policy_loss(x, *args[1:], mode=mode, low=low, high=high)))
+    for dtype, mag, mode, low, high, args, x, pending in calls:
+        rtol, _ = shared.scaled_tolerance(dtype, mag)
+        kw = dict(mode=mode, low=low, high=high)
+        what = (f"sc_policy_loss(mode={mode!r}, low={low}, high={high:g}) with token log-ratios "
+                f"logp - rollout_logp = [{mag:g}, {-mag:g}] ({dtype}): w_a = f(exp(logp - rollout_logp)) "
+                f"with no +-20 clamp of the log-ratio")
+        shown = dict(zip(("logp", "rollout_logp", "train_head_logp", "sampler_head_logp", "advantages",
+                          "mask"), args))
+        loss = pending.value
+        assert_close(loss, oracle.sc_policy_loss(*args, **kw), what=what, rtol=rtol, atol=1e-30, inputs=shown)
+        loss.backward()
+        assert_close(x.grad, oracle.sc_policy_loss_grads(*args, **kw)[0], what=f"d loss / d logp, {what}",
+                     rtol=rtol, atol=1e-30, inputs=shown)
+
+
+def _outward(x, up):
+    return torch.nextafter(x, torch.tensor(math.inf if up else -math.inf, dtype=x.dtype))
+
+
+def test_token_ratio_ties_on_neighbouring_floats(sub):
+    # rollout_logp = 0, logp = x: the ratio exp(x) lands exactly on the bound for the floats from
+    # judge.cases.onto_bound, and just outside it for the next float outward. The expected w_a is
+    # computed here in the tensor's dtype (exp, then the comparison), as the spec says.
+    with batch(sub) as b:
+        calls = []
+        for dtype in (F64,):  # float64: float64-internal styles are native there too
+            for mode, low, high in (("mis", 0.5, 2.0), ("mis", 0.8, 1.2), ("tis", 0.8, 1.28), ("mis", 0.3, 1.28)):
+                lo_a, lo_b = shared.onto_bound(low, dtype)
+                hi_a, hi_b = shared.onto_bound(high, dtype)
+                xs = torch.stack([lo_a, lo_b, _outward(lo_a, False), hi_a, hi_b, _outward(hi_b, True)])
+                logp = xs.reshape(6, 1)
+                rollout = torch.zeros_like(logp)
+                th, sh = _flat_heads(6, dtype)
+                x = leaf(logp)
+                calls.append((dtype, mode, low, high, logp, x,
+                              b.sc_policy_loss(x, rollout, th, sh, torch.ones(6, dtype=dtype),
+                                               torch.ones(6, 1, dtype=torch.bool), mode=mode, low=low, high=high)))
+    for dtype, mode, low, high, logp, x, pending in calls:
+        r = torch.exp(logp)
+        if mode == "mis":
+            w = torch.where((r >= low) & (r <= high), r, torch.zeros_like(r))
+        else:
+            w = r.clamp(low, high)
+        pending.value.backward()
+        what = (f"d sc_policy_loss / d logp = -A w_a / N (mode={mode!r}, band [{low}, {high}], A = 1) on the "
+                f"floats whose ratio exp(logp - rollout_logp) is exactly a bound and the next ones outward "
+                f"({dtype}): compare the ratio itself with the bounds in the input's dtype, not the "
+                f"log-ratio with log(bound)")
+        assert_close(x.grad, -w.to(F64) / 6, what=what,
+                     inputs={"logp": logp, "rollout_logp": "0", "ratio": r})
+
+
+def test_tiny_probabilities(sub, oracle):
+    with batch(sub) as b:
+        calls = []
+        for dtype in (F32, F64):
+            t = shared.TINY_LOGP[dtype]
+            # head: two ordinary tokens and two whose probabilities underflow in both heads
+            th = torch.tensor([[[math.log(0.4), math.log(0.3), t, t + 0.5]]], dtype=F64)
+            sh = torch.tensor([[[math.log(0.35), math.log(0.4), t - 0.2, t + 1.0]]], dtype=F64)
+            logp = torch.tensor([[t + 0.1]], dtype=F64)
+            rollout = torch.tensor([[t]], dtype=F64)
+            th, sh, logp, rollout = (v.to(dtype) for v in (th, sh, logp, rollout))
+            for mode, low, high in MODES:
+                xh, x = leaf(th[0, 0]), leaf(logp)
+                xh2 = leaf(th)
+                args = (logp, rollout, th, sh, torch.tensor([1.5], dtype=dtype), torch.ones(1, 1, dtype=torch.bool))
+                calls.append((dtype, mode, low, high, th, sh, args, xh, x, xh2,
+                              b.sc_correction(xh, sh[0, 0], mode=mode, low=low, high=high),
+                              b.sc_policy_loss(x, args[1], xh2, *args[3:], mode=mode, low=low, high=high)))
+    for dtype, mode, low, high, th, sh, args, xh, x, xh2, corr, loss in calls:
+        kw = dict(mode=mode, low=low, high=high)
+        shown = {"train_head_logp": th, "sampler_head_logp": sh, "logp": args[0], "rollout_logp": args[1]}
+        what = (f"(mode={mode!r}) with head and token log-probs near {shared.TINY_LOGP[dtype]} ({dtype}): "
+                f"form every ratio from a log difference, exp(log p - log q); p / q is 0/0 here")
+        c = corr.value
+        if not bool(torch.isfinite(c.detach()).all()):
+            raise Feedback(f"sc_correction {what}; got {describe(c)}")
+        assert_close(c, oracle.sc_correction(th[0, 0], sh[0, 0], **kw), what=f"sc_correction {what}", inputs=shown)
+        c.backward()
+        assert_close(xh.grad, oracle.sc_coefficients(th[0, 0], sh[0, 0], **kw),
+                     what=f"d sc_correction / d train_head_logp {what}", inputs=shown)
+        out = loss.value
+        assert_close(out, oracle.sc_policy_loss(*args, **kw), what=f"sc_policy_loss {what}", inputs=shown)
+        out.backward()
+        g_logp, g_head = oracle.sc_policy_loss_grads(*args, **kw)
+        assert_close(x.grad, g_logp, what=f"d sc_policy_loss / d logp {what}", inputs=shown)
+        assert_close(xh2.grad, g_head, what=f"d sc_policy_loss / d train_head_logp {what}", inputs=shown)
+
+
+def test_mixed_dtypes_and_mask_encodings(sub, oracle, ctx):
+    g = ctx.generator(301)
+    with batch(sub) as b:
+        calls = []
+        for i, kind in enumerate(shared.MASK_KINDS):
+            t, kw = cases.loss_case(g, 3, 4, 6, 3, F32, 2 + 3 * i)
+            t["mask"] = shared.as_mask(t["mask"] != 0, kind)
+            t["advantages"] = t["advantages"].to(F64) + 0.1  # float64 advantages, float32 log-probs
+            mode, low, high = MODES[i % len(MODES)]
+            logp, head = leaf(t["logp"]), leaf(t["train_head_logp"])
+            calls.append((kind, t, mode, low, high, logp, head,
+                          b.sc_policy_loss(**{**t, "logp": logp, "train_head_logp": head},
+                                           mode=mode, low=low, high=high)))
+    for kind, t, mode, low, high, logp, head, pending in calls:
+        kw = dict(mode=mode, low=low, high=high)
+        what = (f"sc_policy_loss(mode={mode!r}) with float32 log-probs, float64 advantages and a {kind} mask: "
+                f"the loss is in logp's dtype")
+        loss = check_tensor(pending.value, what=what, shape=(), dtype=F32)
+        assert_close(loss, oracle.sc_policy_loss(**t, **kw), what=what, inputs=t)
+        loss.backward()
+        g_logp, g_head = oracle.sc_policy_loss_grads(**t, **kw)
+        assert_close(logp.grad, g_logp, what=f"d loss / d logp, {what}", inputs=t)
+        assert_close(head.grad, g_head, what=f"d loss / d train_head_logp, {what}", inputs=t)
+
+
+def test_empty_masks_with_nan_padding(sub):
+    with batch(sub) as b:
+        calls = []
+        for i, kind in enumerate(shared.MASK_KINDS):
+            dtype = shared.DTYPES[i % 2]
+            for B in (3, 0):
+                fill = (NAN, math.inf, -math.inf, 1e30)[(i + B) % 4]
+                lp = torch.full((B, 4), fill, dtype=dtype)
+                heads = torch.full((B, 4, 3), fill, dtype=dtype)
+                mask = shared.as_mask(torch.zeros(B, 4, dtype=torch.bool), kind)
+                for mode, low, high in MODES:
+                    x, xh = leaf(lp), leaf(heads)
+                    calls.append((dtype, kind, B, fill, mode, x, xh,
+                                  b.sc_policy_loss(x, lp.clone(), xh, heads.clone(), torch.ones(B, dtype=dtype), mask,
+                                                   mode=mode, low=low, high=high)))
+    for dtype, kind, B, fill, mode, x, xh, pending in calls:
+        what = (f"sc_policy_loss(mode={mode!r}) with an all-empty {kind} mask, every input {fill} (padding, "
+                f"heads included), B = {B}, {dtype}")
+        loss = check_tensor(pending.value, what=what, shape=(), dtype=dtype)
+        if float(loss.detach()) != 0.0:
+            raise Feedback(f"{what}: must be exactly 0 (padding is never read: x * 0 is NaN for NaN padding), "
+                           f"got {describe(loss)}")
+        if not loss.requires_grad:
+            raise Feedback(f"{what}: must stay connected to the graph (requires_grad=True)")
+        loss.backward()
+        for name, t in (("logp", x), ("train_head_logp", xh)):
+            if t.grad is None or not bool((t.grad == 0).all()):
+                raise Feedback(f"{what}: {name}.grad must be all zeros, got {describe(t.grad)}")
+
+
+def test_validation_with_empty_masks(sub):
+    lp = torch.full((2, 3), NAN, dtype=F64)
+    heads = torch.full((2, 3, 2), NAN, dtype=F64)
+    empty = torch.zeros(2, 3, dtype=torch.bool)
+    adv = torch.zeros(2, dtype=F64)
+    base = dict(logp=lp, rollout_logp=lp, train_head_logp=heads, sampler_head_logp=heads, advantages=adv, mask=empty)
+    bad = [("mode='icepop'", {}, dict(mode="icepop"))]
+    for mode in ("tis", "mis"):
+        for low, high in ((-0.1, 2.0), (1.5, 1.2), (0.0, math.inf), (math.nan, 2.0)):
+            bad.append((f"mode={mode!r}, low={low}, high={high}", {}, dict(mode=mode, low=low, high=high)))
+    bad += [
+        ("advantages of shape [B, 1]", dict(advantages=adv[:, None]), {}),
+        ("heads of shape [B, L, 2] and [B, L, 1]", dict(sampler_head_logp=heads[..., :1]), {}),
+        ("a [2, 2] rollout_logp", dict(rollout_logp=lp[:, :2]), {}),
+        ("heads of shape [B, L] (no k axis)", dict(train_head_logp=lp, sampler_head_logp=lp), {}),
+    ]
+    with batch(sub) as b:
+        calls = [(f"sc_policy_loss with {what} and an all-empty mask", b.sc_policy_loss(**{**base, **over}, **kw))
+                 for what, over, kw in bad]
+        one = torch.full((1, 3), -1.0, dtype=F64)
+        h1 = torch.log(torch.tensor([0.3, 0.2], dtype=F64)).expand(1, 3, 2)
+        for mode, low, high in MODES:
+            calls.append((f"sc_policy_loss(mode={mode!r}) with B = 1 and a 0-d advantage (must be shape [1])",
+                          b.sc_policy_loss(one, one, h1, h1.clone(), torch.tensor(1.0, dtype=F64),
+                                           torch.ones(1, 3, dtype=torch.bool), mode=mode, low=low, high=high)))
+        calls.append(("sc_correction(mode='tis', low=2, high=1) on an empty leading shape",
+                      b.sc_correction(heads[:0], heads[:0], mode="tis", low=2.0, high=1.0)))
+    for what, pending in calls:
+        expect_raises(ValueError, pending.get, what=what)
+
+
+def _drawn(g, B, L, i):
+    dtype = shared.DTYPES[i % 2]
+    V = int(torch.randint(2, 10, (), generator=g))
+    k = int(torch.randint(1, V + 1, (), generator=g))
+    t, kw = cases.loss_case(g, B, L, V, k, dtype, i)
+    t["mask"] = shared.as_mask(t["mask"] != 0, shared.MASK_KINDS[i % len(shared.MASK_KINDS)])
+    return t, kw
+
+
+def _check(trusted, grads, t, kw, logp, head, loss, label):
+    loss = loss.value
+    what = f"sc_policy_loss(mode={kw['mode']!r}, low={kw['low']}, high={kw['high']}) on {label}"
+    tol = dict(rtol=2e-5, atol=1e-5) if t["logp"].dtype == F32 else {}  # float32 heads: see test_t1_oracle
+    assert_close(loss, trusted.sc_policy_loss(**t, **kw), what=what, inputs=t, **tol)
+    loss.backward()
+    g_logp, g_head = grads(t, kw)
+    assert_close(logp.grad, g_logp, what=f"d loss / d logp, {what}", inputs=t, **tol)
+    assert_close(head.grad, g_head, what=f"d loss / d train_head_logp, {what}", inputs=t, **tol)
+
+
+def test_drawn_shapes_match_oracle(sub, oracle, ctx):
+    g = ctx.generator(302)
+    with batch(sub) as b:
+        runs = []
+        for i, (B, L) in enumerate(shared.shapes(g, max_side=8, large=False)):
+            t, kw = _drawn(g, B, L, i)
+            logp, head = leaf(t["logp"]), leaf(t["train_head_logp"])
+            runs.append((B, L, t, kw, logp, head, b.sc_policy_loss(**{**t, "logp": logp, "train_head_logp": head}, **kw)))
+    for B, L, t, kw, logp, head, loss in runs:
+        _check(oracle, lambda t, kw: oracle.sc_policy_loss_grads(**t, **kw), t, kw, logp, head, loss,
+               f"[{B}, {L}, {t['train_head_logp'].shape[-1]}] {t['logp'].dtype}, {t['mask'].dtype} mask")
+
+
+def test_large_batch_matches_reference(sub, ref, ctx):
+    g = ctx.generator(303)
+    B, L = shared.shapes(g)[-1]
+    t, kw = _drawn(g, B, L, int(torch.randint(0, 6, (), generator=g)))
+
+    def grads(t, kw):
+        x, h = leaf(t["logp"]), leaf(t["train_head_logp"])
+        ref.sc_policy_loss(**{**t, "logp": x, "train_head_logp": h}, **kw).backward()
+        return x.grad, h.grad
+
+    logp, head = leaf(t["logp"]), leaf(t["train_head_logp"])
+    with batch(sub) as b:
+        loss = b.sc_policy_loss(**{**t, "logp": logp, "train_head_logp": head}, **kw)
+    _check(ref, grads, t, kw, logp, head, loss,
+           f"a large batch [{B}, {L}, {t['train_head_logp'].shape[-1]}] ({t['logp'].dtype}, {t['mask'].dtype} mask)")
