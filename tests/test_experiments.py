@@ -267,3 +267,32 @@ def test_a_run_that_writes_into_its_inputs_is_the_step_by_step_run(slug, monkeyp
     assert _same(guided, _outcome(experiment, impl))
     if slug in SHARED:
         assert stepped == [1]
+
+
+def _reshaped(ex, shape: tuple[int, ...]):
+    """The reference with every function's tensor answer replaced by one of ``shape``."""
+    def wrap(fn):
+        def call(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            return torch.ones(shape, dtype=out.dtype) if isinstance(out, torch.Tensor) else out
+        return call
+    return types.SimpleNamespace(**{f.name: wrap(getattr(ex.ref, f.name)) for f in ex.functions})
+
+
+@pytest.mark.parametrize("slug", sorted(EXERCISES))
+def test_an_answer_of_the_wrong_shape_is_feedback_that_names_it(slug, tmp_path):
+    """Every toy checks an answer's shape before it makes anything of it: T3 fails with a message
+    naming the function and the shapes, never a TypeError of the toy's (a judge traceback)."""
+    from judge.grading import grade
+    from judge.runner import run_tiers
+    from judge.testing import Context
+
+    ex = EXERCISES[slug]
+    ctx = Context(seed=3, out_dir=tmp_path, exercise=slug)
+    results, stopped = run_tiers(ex, _reshaped(ex, (1, 7, 3)), ctx, tiers=["T3"])
+    t3 = next(r for r in results if r.tier == "T3")
+    assert stopped is None and t3.status == "failed", [(t.status, t.message) for t in t3.tests]
+    assert all(t.status == "failed" for t in t3.tests)
+    assert any("returned shape (1, 7, 3), expected" in t.message for t in t3.tests), \
+        [t.message for t in t3.tests]
+    assert grade(ex, ex.solution_path.read_text(), sandbox=None, tiers=["T3"]).verdict == "accepted"
