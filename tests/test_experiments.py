@@ -91,10 +91,11 @@ def test_plot_survives_odd_metrics(slug, odd, tmp_path):
 
 
 # --- guided runs: a toy of sequential steps checked along the reference's trajectory ---------------
-# An experiment with ``trajectory(impl)`` takes ``run(impl, None, guide=trajectory(ref))``: every
-# step's call goes out at once (one batch, not a round trip per step) and each step is checked
-# against the reference's next state; a run that strays is trained step by step. Per exercise:
-# the step-by-step function, and the function whose answer a step uses.
+# An exercise with ``tests/_guide.py`` (the judge's fast path; experiment.py stays the plain run)
+# has ``run(experiment, impl, None, guide=trajectory(experiment, ref))``: every step's call goes
+# out at once (one batch, not a round trip per step) and each step is checked against the
+# reference's next state; a run that strays is trained step by step. Per exercise: the
+# step-by-step function, and the function whose answer a step uses.
 GUIDED = {"glm5_mis": ("stale_bandit", "offpolicy_loss"), "grpo": ("_train", "grpo_loss"),
           "score_centering": ("_run", "sc_policy_loss")}
 WRITTEN = 1  # the loss's argument a test writes into: old/rollout log-probs, saved by no backward
@@ -102,13 +103,28 @@ SHARED = {"glm5_mis", "grpo"}  # toys that hand one input to several steps' call
 SOLUTIONS = Path(__file__).parent / "solutions"
 
 
+def _guide_path(slug: str) -> Path:
+    return EXERCISES[slug].root / "tests" / "_guide.py"
+
+
+GUIDES = {slug: load_module(_guide_path(slug), f"_test_{slug}_guide") for slug in GUIDED}
+
+
 def test_guided_experiments_are_the_ones_listed():
-    assert sorted(s for s, ex in EXERCISES.items() if hasattr(ex.experiment, "trajectory")) == sorted(GUIDED)
+    assert sorted(s for s in EXERCISES if _guide_path(s).is_file()) == sorted(GUIDED)
+    for slug in GUIDED:  # the learner's experiment.py keeps none of the fast path
+        source = EXERCISES[slug].experiment_path.read_text()
+        assert "trajectory" not in source and "guide" not in source.replace("tests/_guide.py", "")
 
 
 def _guide(slug: str):
     ex = EXERCISES[slug]
-    return ex.experiment.trajectory(ex.ref)
+    return GUIDES[slug].trajectory(ex.experiment, ex.ref)
+
+
+def _guided_run(experiment, impl, guide):
+    slug = next(s for s in GUIDED if EXERCISES[s].experiment is experiment)
+    return GUIDES[slug].run(experiment, impl, None, guide=guide)
 
 
 def _impls(slug: str) -> dict:
@@ -135,9 +151,9 @@ def _with_loss(ex, loss: str, fn):
     return impl
 
 
-def _outcome(experiment, impl, **kw):
+def _outcome(experiment, impl, guide=None):
     try:
-        return experiment.run(impl, None, **kw)
+        return experiment.run(impl, None) if guide is None else _guided_run(experiment, impl, guide)
     except Exception as e:  # noqa: BLE001 - a wrong solution's toy may raise: the same way both times
         return f"{type(e).__name__}: {e}"
 
@@ -183,7 +199,7 @@ def test_a_run_that_strays_slightly_is_trained_step_by_step(slug, monkeypatch):
     guide = _guide(slug)
     with monkeypatch.context() as m:
         stepped = _count_steps(m, experiment, step_by_step)
-        guided = experiment.run(impl, None, guide=guide)
+        guided = _guided_run(experiment, impl, guide)
     assert stepped == [1]
     assert _same(guided, experiment.run(impl, None))
 
@@ -193,7 +209,7 @@ def test_a_guide_of_another_shape_is_not_used(slug, monkeypatch):
     experiment, (step_by_step, _) = EXERCISES[slug].experiment, GUIDED[slug]
     guide = _guide(slug)
     stepped = _count_steps(monkeypatch, experiment, step_by_step)
-    experiment.run(EXERCISES[slug].ref, None, guide=guide[:-1])
+    _guided_run(experiment, EXERCISES[slug].ref, guide[:-1])
     assert stepped == [1]
 
 

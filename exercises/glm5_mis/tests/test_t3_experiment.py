@@ -3,14 +3,16 @@ with the reference's run (and with the numbers spec.md states)."""
 
 import math
 
-from judge.testing import Feedback, memo
+from judge.testing import Feedback, memo, sibling
+
+guided = sibling(__file__, "_guide")  # the judge's fast path for the toy: same metrics
 
 SLUG = "glm5_mis"
 
 
 def _run(experiment, sub, out_dir=None, guide=None):
     try:
-        return experiment.run(sub, out_dir, guide=guide)
+        return guided.run(experiment, sub, out_dir, guide=guide)
     except Feedback:
         raise
     except Exception as e:  # noqa: BLE001 - report the toy's crash as feedback
@@ -21,8 +23,8 @@ def _run(experiment, sub, out_dir=None, guide=None):
 def _sub_metrics(experiment, sub, ref, ctx):
     """The submission's toy, run once per grading and shared by every T3 test (the shared run is the
     one whose plots go to ctx.out_dir); its bandit is checked along the reference's (see
-    experiment._stale_bandit_guided)."""
-    guide = memo((SLUG, "t3-guide"), lambda: experiment.trajectory(ref))
+    tests/_guide.py)."""
+    guide = memo((SLUG, "t3-guide"), lambda: guided.trajectory(experiment, ref))
     return ctx.once((SLUG, "t3", "sub"), lambda: _run(experiment, sub, ctx.out_dir, guide))
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 
-from judge.testing import Feedback, memo
+from judge.testing import Feedback, memo, sibling
+
+guided = sibling(__file__, "_guide")  # the judge's fast path for the toy: same metrics
 
 P_ATOL = 1e-5          # probabilities along the run (float64 throughout; ~1e-15 between correct solutions)
 
@@ -22,9 +24,9 @@ def _curve_mismatch(name, got, want, atol):
 
 def _metrics(sub, ref, experiment, ctx):
     """The submission's toy, run once per grading (every T3 test reads this run; it writes the
-    plots), checked along the reference's trajectory (see experiment._train_guided)."""
-    guide = memo(("grpo", "t3-guide"), lambda: experiment.trajectory(ref))
-    return ctx.once(("grpo", "t3"), lambda: experiment.run(sub, ctx.out_dir, guide=guide))
+    plots), checked along the reference's trajectory (tests/_guide.py)."""
+    guide = memo(("grpo", "t3-guide"), lambda: guided.trajectory(experiment, ref))
+    return ctx.once(("grpo", "t3"), lambda: guided.run(experiment, sub, ctx.out_dir, guide=guide))
 
 
 def test_bandit(sub, ref, experiment, ctx):
