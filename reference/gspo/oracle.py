@@ -28,7 +28,8 @@ def _seq(logp, old_logp, mask):
                 continue
             total += lp[b][t] - ol[b][t]
             n += 1
-        s_list.append(math.exp(total / n) if n else 1.0)
+        # an overflowing ratio is inf, as in torch
+        s_list.append((math.exp(total / n) if total / n < 709.0 else math.inf) if n else 1.0)
         n_list.append(n)
     return s_list, n_list, m
 

@@ -58,11 +58,16 @@ def gspo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tens
     """
     _check_shapes(logp, old_logp, mask, advantages)
     log_s, n = _seq_log_ratio(logp, old_logp, mask)
-    s = torch.exp(log_s)                                           # [B]
     adv = advantages.detach().to(logp.dtype)                       # [B]    sg(Â_i)
-    surr1 = s * adv                                                # [B]
-    surr2 = s.clamp(1.0 - clip_eps, 1.0 + clip_eps) * adv          # [B]
-    per_seq = torch.minimum(surr1, surr2)                          # [B]
+    # Which term the min picks, decided without gradient. Where it picks the clipped term the
+    # response's objective is a constant and s stays out of the graph: exp's backward at an
+    # overflowed s (inf) would send 0 * inf = NaN to logp even with a zero upstream gradient.
+    s_d = torch.exp(log_s.detach())                                # [B]    may be inf or 0
+    clipped_d = s_d.clamp(1.0 - clip_eps, 1.0 + clip_eps) * adv    # [B]    clip(s) Â
+    picks_clipped = ~(s_d * adv <= clipped_d)                      # [B]    NaN (inf * 0): clipped
+    zero = torch.zeros((), dtype=logp.dtype, device=logp.device)
+    s = torch.exp(torch.where(picks_clipped, zero, log_s))         # [B]    s where the min is s Â
+    per_seq = torch.where(picks_clipped, clipped_d, s * adv)       # [B]    min(s Â, clip(s) Â)
     per_seq = torch.where(n > 0, per_seq, torch.zeros_like(per_seq))  # empty responses add 0
     batch = max(logp.shape[0], 1)                                  # empty responses count in B
     return -per_seq.sum() / batch                                  # []

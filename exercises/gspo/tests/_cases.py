@@ -42,3 +42,48 @@ def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.is_floating_point():
         return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
     return bool((a == b).all())
+
+
+def regime_batch(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: int):
+    """(logp, old_logp, advantages, mask, kwargs) for case number ``k`` of a run: every mask kind
+    and padding fill in turn, empty rows, the default clip_eps omitted every third case, else a
+    width drawn per seed (0, >= 1 included: used as given); per-response mean log-ratios that are
+    ordinary, +-12 (beyond verl's clamp at 10; with A < 0 the loss is -s A = |A| e^12) or, for
+    A > 0 only, overflowing (clipped: gradient 0, never NaN); tiny log-probabilities (e^-110 /
+    e^-800); float64 advantages with float32 log-probs."""
+    from judge import cases as jc
+
+    f64 = torch.float64
+    valid = torch.rand(B, L, generator=g) < 0.7
+    if B * L:
+        valid[:, 0] = True
+    if B >= 2 and k % 2 == 1:
+        valid[int(torch.randint(0, B, (), generator=g))] = False
+    adv = torch.randn(B, generator=g, dtype=f64)
+    offset = (torch.rand(B, 1, generator=g, dtype=f64) * 2.0 - 1.0) * 0.5
+    pick = torch.rand(B, 1, generator=g)
+    sign = torch.where(torch.rand(B, 1, generator=g) < 0.5, -1.0, 1.0).to(f64)
+    offset = torch.where(pick < 0.15, 12.0 * sign, offset)
+    over = jc.OVERFLOW_LOG_RATIOS[dtype][0] + 5.0
+    offset = torch.where((pick > 0.9) & (adv[:, None] > 0), torch.full_like(offset, over), offset)
+    logp = -(torch.rand(B, L, generator=g, dtype=f64) * 3.0 + 0.05)
+    logp = torch.where(torch.rand(B, L, generator=g) < 0.1, logp + jc.TINY_LOGP[dtype], logp)
+    old = logp - offset - torch.randn(B, L, generator=g, dtype=f64) * 0.15
+    if k % 3 == 0:
+        kwargs, eps = {}, 0.2
+    else:
+        widths = (0.0, 0.05, 0.2, 0.3, 1.0, 1.5)
+        eps = widths[int(torch.randint(0, len(widths), (), generator=g))]
+        kwargs = {"clip_eps": eps}
+    fill = FILLS[k % len(FILLS)]
+    logp, old = jc.pad(logp, valid, fill), jc.pad(old, valid, -fill)
+    # keep every response's s off the clip bounds (a 1-ulp difference would flip the branch)
+    n = valid.sum(-1).clamp(min=1)
+    log_s = torch.where(valid, logp - old, 0.0).sum(-1) / n
+    for bound in (1 - eps, 1 + eps):
+        if bound > 0:
+            near = (log_s - math.log(bound)).abs() < 1e-3
+            logp = torch.where(near[:, None] & valid, logp + 0.01, logp)
+    mask = jc.as_mask(valid, jc.MASK_KINDS[k % len(jc.MASK_KINDS)])
+    adv_dtype = f64 if dtype == torch.float32 and k % 3 != 2 else dtype
+    return logp.to(dtype), old.to(dtype), adv.to(adv_dtype), mask, kwargs

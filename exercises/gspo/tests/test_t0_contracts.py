@@ -3,6 +3,7 @@ what an all-empty mask gives."""
 
 import torch
 
+from judge import cases as jc
 from judge.testing import Feedback, batch, check_tensor, describe, expect_raises, leaf, visible
 
 
@@ -101,6 +102,10 @@ def test_shape_mismatches_raise_value_error(sub):
             calls.append((b.gspo_loss(lp, ol, a, m), f"gspo_loss with {what}"))
         for what, a in bad_adv:
             calls.append((b.gspo_loss(logp, old, a, mask), f"gspo_loss with logp of shape (3, 4) and {what}"))
+        # B = 1: a 0-d or [1, 1] advantage has one element and would broadcast silently
+        for what, a in (("a 0-d advantage", adv[0]), ("advantages of shape (1, 1)", adv[:1, None])):
+            calls.append((b.gspo_loss(logp[:1], old[:1], a, mask[:1]),
+                          f"gspo_loss with logp of shape (1, 4) and {what} (advantages must be [B] = (1,))"))
     for pending, what in calls:
         expect_raises(ValueError, pending.get, what=what)
 
@@ -115,11 +120,20 @@ def test_empty_responses(sub):
     with batch(sub) as b:
         one_empty = b.sequence_ratio(logp, old, mask)
         all_empty = []
-        for mask_dtype in mask_dtypes:
-            logp_, old_, adv_, _ = _inputs(3, 4, torch.float64)
-            empty = torch.zeros(3, 4, dtype=mask_dtype)
-            x = leaf(logp_)
-            all_empty.append((adv_, x, b.sequence_ratio(logp_, old_, empty), b.gspo_loss(x, old_, adv_, empty)))
+        for k, kind in enumerate(jc.MASK_KINDS):
+            for dtype in (torch.float64, torch.float32):
+                # the padding of an all-empty mask holds NaN/inf/1e30 too: logp * 0 is NaN there
+                fill = jc.PADS[(k + (dtype == torch.float32)) % len(jc.PADS)]
+                logp_, old_, adv_, _ = _inputs(3, 4, dtype)
+                logp_, old_ = torch.full_like(logp_, fill), torch.full_like(old_, -fill)
+                empty = jc.as_mask(torch.zeros(3, 4, dtype=torch.bool), kind)
+                x = leaf(logp_)
+                all_empty.append((adv_, x, b.sequence_ratio(logp_, old_, empty), b.gspo_loss(x, old_, adv_, empty)))
+        for dtype in (torch.float64, torch.float32):   # B = 0: no response at all
+            z, none = torch.zeros(0, 4, dtype=dtype), torch.zeros(0, 4, dtype=torch.bool)
+            x = leaf(z)
+            all_empty.append((torch.zeros(0, dtype=dtype), x, b.sequence_ratio(z, z, none),
+                              b.gspo_loss(x, z, torch.zeros(0, dtype=dtype), none)))
     s = one_empty.value
     check_tensor(s, what="sequence_ratio", shape=(3,))
     if float(s[1]) != 1.0:
@@ -128,11 +142,12 @@ def test_empty_responses(sub):
     # An all-empty mask: ratios all 1, the loss a graph-connected zero whose gradients are 0.
     for adv, x, s, loss in all_empty:
         s = s.value
-        check_tensor(s, what="sequence_ratio with an all-empty mask", shape=(3,), dtype=torch.float64)
+        B = x.shape[0]
+        check_tensor(s, what=f"sequence_ratio with an all-empty mask ({B} responses)", shape=(B,), dtype=x.dtype)
         if not bool((s == 1).all()):
             raise Feedback(f"sequence_ratio with an all-empty mask must be all ones, got {describe(s)}")
         loss = loss.value
-        check_tensor(loss, what="gspo_loss with an all-empty mask", shape=(), dtype=torch.float64)
+        check_tensor(loss, what=f"gspo_loss with an all-empty mask ({B} responses)", shape=(), dtype=x.dtype)
         if float(loss.detach()) != 0.0:
             raise Feedback(f"gspo_loss with an all-empty mask must be 0, got {describe(loss)} with advantages "
                            f"{describe(adv)}: an empty response contributes 0 (the indicator 1[n_i > 0]), "

@@ -3,6 +3,7 @@ inputs, from the smallest case to the largest; the first (smallest) mismatch is 
 
 import torch
 
+from judge import cases as jc
 from judge.testing import Feedback, assert_close, batch, check_tensor, describe_inputs, leaf, sibling, visible
 
 cases = sibling(__file__, "_cases")
@@ -60,3 +61,52 @@ def test_small_random_cases_match_oracle(sub, oracle, ctx):
 
 def test_random_cases_match_oracle(sub, oracle, ctx):
     _check_cases(sub, oracle, ctx, ALL, salt=102)
+
+
+def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
+    """Shapes drawn per seed (B = 1, L = 1, and one batch of >= 16k tokens, i.e. long responses,
+    compared with the vectorised reference), every mask kind, fill, width and regime of
+    ``_cases.regime_batch``; s and the loss are in logp's dtype."""
+    g = ctx.generator(103)
+    flip = ctx.seed % 2
+    queued = []
+    with batch(sub) as b:
+        for k, (B, L) in enumerate(jc.shapes(g, n_drawn=5, max_side=9)):
+            dtype = (torch.float32, torch.float64)[(k + flip) % 2]
+            logp, old, adv, mask, kw = cases.regime_batch(g, B, L, dtype, k)
+            x = leaf(logp)
+            queued.append((logp, old, adv, mask, kw, x, b.sequence_ratio(logp, old, mask),
+                           b.gspo_loss(x, old, adv, mask, **kw)))
+    for logp, old, adv, mask, kw, x, s, loss in queued:
+        B, L = logp.shape
+        dtype = logp.dtype
+        eps = kw.get("clip_eps", 0.2)
+        if B * L >= jc.LARGE_TOKENS:
+            exp_s = ref.sequence_ratio(logp, old, mask)
+            rl = leaf(logp)
+            exp_loss = ref.gspo_loss(rl, old, adv, mask, **kw)
+            exp_loss.backward()
+            exp_grad = rl.grad
+        else:
+            exp_s = oracle.sequence_ratio(logp, old, mask).to(dtype)  # overflows to inf as the dtype does
+            exp_loss = oracle.gspo_loss(logp, old, adv, mask, eps)
+            exp_grad = oracle.gspo_loss_grad(logp, old, adv, mask, eps)
+        desc = (f"[{B}, {L}] {dtype}, {mask.dtype} mask, advantages {adv.dtype}, "
+                + (f"clip_eps={eps}" if kw else "default clip_eps (0.2)"))
+        inputs = {"logp": logp, "old_logp": old, "advantages": adv, "mask": mask, **kw}
+        s = check_tensor(s.value, what=f"sequence_ratio on {desc}", shape=(B,), dtype=dtype)
+        # log s is a mean of up to L rounded terms: its absolute error becomes s's relative error
+        rtol, atol = jc.scaled_tolerance(dtype, 16.0)
+        assert_close(s, exp_s, what=f"sequence_ratio on {desc} (exp of the mean valid log-ratio; no clamp "
+                     f"of log s, no product of token ratios, which overflows on long responses)",
+                     inputs=inputs, rtol=rtol, atol=atol)
+        loss = check_tensor(loss.value, what=f"gspo_loss on {desc} (the loss is in logp's dtype)", shape=(),
+                            dtype=dtype)
+        big = float((exp_s.to(torch.float64).nan_to_num(posinf=0.0) * adv.abs().to(torch.float64)).max()) if B else 0.0
+        assert_close(loss, exp_loss, what=f"gspo_loss on {desc}", inputs=inputs, rtol=rtol,
+                     atol=max(atol, rtol * big / max(1, B)))
+        loss.backward()
+        if x.grad is None:
+            raise Feedback(f"gspo_loss on {desc}: no gradient reached logp" + describe_inputs(inputs))
+        assert_close(x.grad, exp_grad, what=f"d gspo_loss / d logp on {desc} (finite, 0 for a clipped "
+                     f"response even when s overflows)", inputs=inputs, rtol=rtol)

@@ -1,0 +1,117 @@
+"""T2: long responses, large and overflowing sequence ratios, tiny probabilities and clip_eps used
+as given.
+
+Which test covers which class (issue 17):
+- test_long_responses: 400-token responses whose summed log-ratio is +-120: the geometric mean
+  is finite, a product of token ratios (or exp of the sum) overflows / underflows first.
+- test_large_sequence_ratios: mean log-ratio 12 with A < 0 (loss -s A = |A| e^12: no clamp of
+  log s at 10 as verl's compute_policy_loss_gspo does), and an overflowing s with A > 0 (clipped:
+  gradient 0, not NaN).
+- test_tiny_probabilities: log-probs of -110 (float32) / -800 (float64), whose exp is 0.
+- test_clip_eps_used_as_given: clip_eps 0, 1 and 1.5 checked for values (no validation, no
+  "clip_eps or 0.2").
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from judge import cases as jc
+from judge.testing import Feedback, assert_close, batch, check_tensor, leaf
+
+F32, F64 = torch.float32, torch.float64
+
+
+def _rows(b, rows, A, dtype, base=-1.0, **kwargs):
+    """One response per list of valid-token log-ratios (padded with NaN to the longest), old_logp = base."""
+    B, L = len(rows), max(len(r) for r in rows) + 1
+    mask = torch.zeros(B, L, dtype=torch.bool)
+    delta = torch.zeros(B, L, dtype=F64)
+    for i, r in enumerate(rows):
+        mask[i, :len(r)] = True
+        delta[i, :len(r)] = torch.tensor(r, dtype=F64)
+    old = torch.full((B, L), base, dtype=F64)
+    logp = jc.pad((old + delta).to(dtype), mask, math.nan)
+    old = jc.pad(old.to(dtype), mask, math.nan)
+    adv = torch.tensor(A, dtype=dtype)
+    x = leaf(logp)
+    inputs = {"logp": logp, "old_logp": old, "advantages": adv, "mask": mask, **kwargs}
+    return x, inputs, b.sequence_ratio(logp, old, mask), b.gspo_loss(x, old, adv, mask, **kwargs)
+
+
+def _expect(inputs, eps):
+    """(s, loss, gradient) in float64 from the inputs as the dtype holds them."""
+    m = inputs["mask"]
+    d = torch.where(m, inputs["logp"].double() - inputs["old_logp"].double(), 0.0)
+    n = m.sum(-1)
+    s = torch.exp(d.sum(-1) / n).to(inputs["logp"].dtype).double()
+    A = inputs["advantages"].double()
+    B = len(A)
+    clipped = ((A > 0) & (s > 1 + eps)) | ((A < 0) & (s < 1 - eps))
+    J = torch.minimum(s * A, s.clamp(1 - eps, 1 + eps) * A)
+    grad = torch.where(clipped[:, None] | ~m, 0.0, (-A * s / (B * n))[:, None].expand(m.shape))
+    return s, -J.sum() / B, grad
+
+
+def _check(x, inputs, s, loss, what, eps=0.2, rtol=None):
+    exp_s, exp_loss, exp_grad = _expect(inputs, eps)
+    s = check_tensor(s.value, what=f"sequence_ratio, {what}", shape=tuple(exp_s.shape), dtype=x.dtype)
+    assert_close(s, exp_s, what=f"sequence_ratio, {what}", inputs=inputs, rtol=rtol)
+    loss = check_tensor(loss.value, what=f"gspo_loss, {what}", shape=(), dtype=x.dtype)
+    assert_close(loss, exp_loss, what=f"gspo_loss, {what}", inputs=inputs, rtol=rtol)
+    loss.backward()
+    if x.grad is None:
+        raise Feedback(f"gspo_loss, {what}: logp.grad is None after backward")
+    assert_close(x.grad, exp_grad, what=f"d gspo_loss / d logp, {what}", inputs=inputs, rtol=rtol)
+
+
+def test_long_responses(sub):
+    with batch(sub) as b:
+        queued = []
+        for dtype in (F32, F64):
+            rows = [[0.3] * 400, [-0.3] * 400, [0.05, -0.05] * 200]
+            queued.append((dtype, _rows(b, rows, [-1.0, 1.0, 0.5], dtype, clip_eps=0.5)))
+    for dtype, q in queued:
+        _check(*q, what=f"three 400-token responses with log-ratios 0.3, -0.3 and +-0.05 ({dtype}): s is the "
+                        f"geometric mean exp(120 / 400) = 1.35, exp(-0.3) and 1; a product of the token ratios "
+                        f"(e^120, e^-120) overflows or underflows before the 1/n root", eps=0.5,
+               rtol=1e-4 if dtype == F32 else None)
+
+
+def test_large_sequence_ratios(sub):
+    with batch(sub) as b:
+        queued = []
+        for dtype in (F32, F64):
+            over = jc.OVERFLOW_LOG_RATIOS[dtype][0]
+            rows = [[12.0, 12.0], [11.5, 12.5, 12.0], [over, over], [0.1]]
+            queued.append((dtype, over, _rows(b, rows, [-1.0, -0.5, 1.0, 1.0], dtype)))
+    for dtype, over, q in queued:
+        _check(*q, what=f"mean log-ratios 12, 12, {over} and 0.1 with A = [-1, -0.5, 1, 1] ({dtype}): for A < 0 "
+                        f"the min keeps s A however large s is (no clamp of log s at 10); an s that overflows "
+                        f"with A > 0 is clipped, and its gradient is exactly 0 (exp's backward at inf gives "
+                        f"0 * inf = NaN unless s is kept out of the graph there)")
+
+
+def test_tiny_probabilities(sub):
+    with batch(sub) as b:
+        queued = []
+        for dtype in (F32, F64):
+            tiny = jc.TINY_LOGP[dtype]
+            assert float(torch.exp(torch.tensor(tiny, dtype=dtype))) == 0.0   # setup: the probability is 0
+            rows = [[0.1, -0.05], [0.15], [-0.1, 0.02, 0.01]]
+            queued.append((dtype, tiny, _rows(b, rows, [1.0, -1.0, 0.5], dtype, base=tiny)))
+    for dtype, tiny, q in queued:
+        _check(*q, what=f"log-probs near {tiny} ({dtype}): exp(logp) and exp(old_logp) are 0 there; form the "
+                        f"ratio from the log difference", rtol=1e-4 if dtype == F32 else None)
+
+
+def test_clip_eps_used_as_given(sub):
+    rows = [[math.log(1.1)], [math.log(0.9)], [math.log(3.0)], [math.log(0.2)]]
+    A = [1.0, -1.0, 1.0, -1.0]
+    with batch(sub) as b:
+        queued = [(eps, _rows(b, rows, A, F64, clip_eps=eps)) for eps in (0.0, 1.0, 1.5)]
+    for eps, q in queued:
+        _check(*q, eps=eps, what=f"sequence ratios [1.1, 0.9, 3, 0.2] with A = {A} and clip_eps={eps}: the width "
+                                 f"is used as given (0 is a width, not 'unset'; a lower bound <= 0 never binds)")
