@@ -60,7 +60,7 @@ def choose_seed(exercise: Exercise, mode: str, seed: int | None) -> int:
 def grade(exercise: Exercise, source: str, *, sandbox: Sandbox | None, mode: str = "submit",
           seed: int | None = None, tiers: list[str] | None = None, out_dir: Path | None = None,
           on_test: Callable[[str, TestResult], None] | None = None,
-          on_verdict: Callable[[Verdict], None] | None = None) -> Verdict:
+          on_verdict: Callable[[Verdict], None] | None = None, diagnose: bool = True) -> Verdict:
     """Grade ``source`` (a submission's text) on ``exercise``.
 
     The T3 plots are drawn after the verdict is known. When there are plots to draw,
@@ -69,6 +69,9 @@ def grade(exercise: Exercise, source: str, *, sandbox: Sandbox | None, mode: str
 
     ``sandbox=None`` runs the submission in this process, with no isolation: for the reference,
     for authors and for the benchmark's floor, never for untrusted code.
+
+    A rejected submission's failed tests name the known mistake they reproduce, if any
+    (``judge.diagnose``, in this trusted process; ``diagnose=False`` skips it).
     """
     if mode not in ("run", "submit"):
         raise ValueError(f"mode must be 'run' or 'submit', got {mode!r}")
@@ -115,6 +118,12 @@ def grade(exercise: Exercise, source: str, *, sandbox: Sandbox | None, mode: str
     finally:
         if job is not None:
             _end_job(job, sub, verdict)
+    if diagnose and verdict.verdict == "rejected" and verdict.error is None:
+        from judge.diagnose import diagnose as name_misconceptions
+
+        t_diagnosis = time.perf_counter()
+        name_misconceptions(exercise, verdict)
+        verdict.timings.diagnosis_ms = _ms(t_diagnosis)
     verdict.timings.total_ms = _ms(t_start)
     cap_verdict(verdict)
     if ctx.pending_plots and on_verdict is not None:

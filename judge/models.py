@@ -18,6 +18,12 @@ ErrorKind = Literal[FailureKind, "internal"]
 SUBMISSION_ERROR_KINDS = FAILURE_KINDS
 
 
+class Misconception(BaseModel):
+    name: str  # the known mistake's name in the exercise's catalogue, e.g. "clamp_instead_of_zero"
+    why: str  # one sentence in a learner's words naming the mistake (the author's, never the oracle's values)
+    spec_section: str = ""  # the spec.md heading the mistake goes against, e.g. "Formulas"
+
+
 class TestResult(BaseModel):
     __test__ = False  # a result, not a test class: pytest does not collect it where it is imported
 
@@ -26,6 +32,8 @@ class TestResult(BaseModel):
     message: str = ""  # what was expected, what came back, the smallest input that shows it
     visible: bool = True  # whether the learner sees this test in run mode
     duration_ms: float = 0.0  # wall time of the test
+    # the known mistake this failure reproduces (judge.diagnose), null when none does
+    misconception: Misconception | None = None
 
 
 class TierResult(BaseModel):
@@ -52,6 +60,7 @@ class Timings(BaseModel):
     load_ms: float = 0.0  # forking the sandbox and importing the submission
     grading_ms: float = 0.0  # running the tiers
     render_ms: float = 0.0  # drawing the T3 plots, after the verdict was known
+    diagnosis_ms: float = 0.0  # naming the known mistake a rejected submission reproduces (0 otherwise)
     total_ms: float = 0.0  # the whole grade() call
 
 

@@ -181,3 +181,10 @@ def test_a_block_left_empty_gets_a_pass():
     m = ms["solution.py:2:guard->removed"]
     assert "pass" in m.source
     compile(m.source, m.id, "exec")
+
+
+def test_the_cast_of_a_mask_count_is_left_alone():
+    src = ("def f(x, valid, a):\n    n = valid.sum(-1).clamp(min=1).to(x.dtype)\n"
+           "    return x.sum(-1) / n + a.to(x.dtype)\n")
+    casts = [m.before for m in generate(src) if m.operator == "cast"]
+    assert casts == ["a.to(x.dtype)"]  # an integer count divides a float exactly: always equivalent

@@ -15,7 +15,7 @@ Each mutant is the reference with exactly one change, from a small fixed set of 
 | `default`    | a default argument changed: a number halved, a bool flipped, a string to a sibling value of the module (`("softmax", "sigmoid")`) | `default:eps=0.2->0.1` |
 | `wheremul`   | `torch.where(c, a, b)` → `a * c + b * ~c` (selection by multiplication)   | `where->mul`     |
 | `expdiv`     | `exp(a - b)` → `exp(a) / exp(b)` (`torch.exp` and `.exp()`)                 | `exp(a-b)->exp(a)/exp(b)` |
-| `cast`       | `.to(...)`, `.double()`, `.float()`, `.long()`, `.clone()`... → removed      | `to->removed`    |
+| `cast`       | `.to(...)`, `.double()`, `.float()`, `.long()`, `.clone()`... → removed (not a mask count's cast) | `to->removed` |
 | `branch`     | one branch of an `if` kept (`if->then`, `if->else`; no else: `if->always`, `if->never`), likewise `a if c else b` | `if->then` |
 
 A mutant's id is ``<file>:<line>:<label>`` (``solution.py:42:LtE->Lt``), with ``#2``, ``#3``...
@@ -238,9 +238,23 @@ def _call_sites(i: int, node: ast.Call) -> Iterator[_Site]:
             a, b = _exp_of_difference(n)
             return ast.BinOp(left=_exp_like(n, a), op=ast.Div(), right=_exp_like(n, b))
         yield _Site(i, "expdiv", "exp(a-b)->exp(a)/exp(b)", exp_div)
-    # a dtype cast or a copy dropped: x.to(...), x.double(), x.clone() -> x
-    if name in _CASTS and is_method and not (name == "to" and not (node.args or node.keywords)):
+    # a dtype cast or a copy dropped: x.to(...), x.double(), x.clone() -> x. Not the cast of a
+    # count of a mask (valid.sum(-1).clamp(min=1).to(x.dtype)): torch promotes an integer count
+    # exactly where it divides a float, so that mutant is always equivalent.
+    if (name in _CASTS and is_method and not (name == "to" and not (node.args or node.keywords))
+            and not _is_mask_count(node.func.value)):
         yield _Site(i, "cast", f"{name}->removed", lambda n: n.func.value)
+
+
+def _is_mask_count(node: ast.AST) -> bool:
+    """``valid.sum(...)``, ``mask.sum().clamp(min=1)``, ``m.sum(-1).clamp_min(1)``: a count."""
+    while isinstance(node, ast.Call) and _name_of(node.func) in ("clamp", "clamp_min"):
+        node = node.func.value
+    if not (isinstance(node, ast.Call) and _name_of(node.func) == "sum"
+            and isinstance(node.func, ast.Attribute)):
+        return False
+    root = node.func.value
+    return isinstance(root, ast.Name) and (root.id == "m" or _mentions_mask(root))
 
 
 def _exp_of_difference(node: ast.Call) -> tuple[ast.AST, ast.AST] | None:

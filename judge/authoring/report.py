@@ -45,12 +45,24 @@ class MutationReport(BaseModel):
     warnings: list[str] = Field(default_factory=list)  # stale or wrongly listed equivalents
 
 
+class DiagnosisReport(BaseModel):
+    wrong: int  # known-wrong solutions graded as submissions (their declared tier, the validation seed)
+    diagnosed: int  # named as themselves, or as a mistake that reproduces every test they reproduce
+    rate: float  # diagnosed / wrong (target >= 0.9)
+    missed: list[str] = Field(default_factory=list)  # "name: what was named instead (or nothing)"
+    honest: int = 0  # honest solutions graded (the reference, tests/solutions/<slug>_*.py)
+    honest_named: list[str] = Field(default_factory=list)  # honest solutions named a mistake: never
+    median_ms: float = 0.0  # the diagnosis' cost on one rejected grading, median over the known-wrong
+    max_ms: float = 0.0  # ... and the largest
+
+
 class ExerciseReport(BaseModel):
     slug: str  # the exercise folder's name
     path: str  # the folder validated
     ok: bool  # no check failed
     checks: list[CheckResult] = Field(default_factory=list)  # in the order they ran
     mutation: MutationReport | None = None  # None: mutants not graded (off, or the reference failed)
+    diagnosis: DiagnosisReport | None = None  # None: the known-wrong solutions were not graded
     duration_ms: float = 0.0  # the exercise's checks in all
 
 
@@ -86,17 +98,20 @@ def render(report: ValidationReport, *, verbose: bool = False) -> str:
 
 
 def render_summary(report: ValidationReport) -> str:
-    """One line per exercise: checks passed, mutants graded/generated, killed, equivalent, survived."""
+    """One line per exercise: checks passed, mutants graded/generated, killed, equivalent, survived,
+    known-wrong solutions diagnosed as themselves."""
     lines = []
     lines.append(f"{'exercise':<18} {'result':<6} {'checks':>7} {'mutants':>8} {'killed':>7} "
-                 f"{'equiv':>6} {'survived':>9} {'time':>8}")
+                 f"{'equiv':>6} {'survived':>9} {'diagnosed':>10} {'time':>8}")
     for r in report.exercises:
         passed = sum(c.status in ("passed", "warning") for c in r.checks)
         m = r.mutation
         cols = (f"{m.tested:>3}/{m.generated:<4} {m.killed:>7} {m.equivalent:>6} {m.survived:>9}"
                 if m else f"{'-':>8} {'-':>7} {'-':>6} {'-':>9}")
+        d = r.diagnosis
+        diag = f"{d.diagnosed:>4}/{d.wrong:<3} {round(100 * d.rate):>2}%" if d else f"{'-':>10}"
         lines.append(f"{r.slug:<18} {'PASS' if r.ok else 'FAIL':<6} {passed:>3}/{len(r.checks):<3} {cols} "
-                     f"{r.duration_ms / 1000:>7.1f}s")
+                     f"{diag} {r.duration_ms / 1000:>7.1f}s")
     n_ok = sum(r.ok for r in report.exercises)
     lines.append(f"{n_ok}/{len(report.exercises)} exercises valid in {report.duration_ms / 1000:.1f} s")
     return "\n".join(lines)

@@ -14,6 +14,10 @@ For each exercise folder:
   give the same document apart from timings.
 - **other seeds**: the reference passes with other seeds, and in run mode (in-process).
 - **starter rejected** and **known-wrong rejected** (each in its declared tier; sandbox).
+- **diagnosis**: each known-wrong solution, graded as a submission, is named as itself or as an
+  equivalent mistake (``judge.diagnose``; a warning below 90%), with the cost per rejected
+  grading; an honest solution (the reference, ``tests/solutions/<slug>_*.py``) named a mistake
+  fails validation.
 - **mutants**: simple mutants of the reference (``judge.authoring.mutate``) are graded in-process, tier by
   tier, stopping at the first failing tier; a mutant that survives every tier fails validation
   unless ``reference/<slug>/mutants.toml`` lists it as equivalent, with a reason.
@@ -40,9 +44,9 @@ from judge.box.sandbox import StartingSandbox
 from judge.errors import ExerciseError, JudgeError
 from judge.exercise import TIERS, Exercise, exercise_folders, load_exercise  # noqa: F401 - exercise_folders: validate --all
 from judge.wrong import EquivalentMutant
-from judge.authoring.report import (CheckResult, CheckStatus, ExerciseReport, MutantResult,  # noqa: F401
-                                    MutantStatus, MutationReport, ValidationReport, render,
-                                    render_exercise, render_summary)
+from judge.authoring.report import (CheckResult, CheckStatus, DiagnosisReport, ExerciseReport,  # noqa: F401
+                                    MutantResult, MutantStatus, MutationReport, ValidationReport,
+                                    render, render_exercise, render_summary)
 from judge.models import Verdict
 
 log = logging.getLogger("judge.authoring.validate")
@@ -261,21 +265,75 @@ def _check_starter(ex: Exercise, g: _Grader) -> CheckResult:
                    f"each function not implemented yet", t0)
 
 
-def _check_wrong(ex: Exercise, g: _Grader) -> CheckResult:
+def _check_wrong(ex: Exercise, g: _Grader) -> tuple[CheckResult, list[tuple[object, Verdict, object, float]]]:
+    """Each known-wrong solution fails its declared tier; returns the check and, per solution,
+    (the solution, its verdict, the diagnosis of that verdict, the diagnosis' cost in ms)."""
+    from judge.diagnose import diagnose
+
     t0 = time.perf_counter()
     wrong = ex.wrong_solutions()
-    bad = []
+    bad, graded = [], []
     for w in wrong:
-        v = g.boxed(ex, w.source, mode="submit", tiers=[w.expect_tier])
+        v = g.boxed(ex, w.source, mode="submit", tiers=[w.expect_tier], diagnose=False)
+        t1 = time.perf_counter()
+        found = diagnose(ex, v)  # what grade() does, here with the match sets kept
+        graded.append((w, v, found, (time.perf_counter() - t1) * 1000))
         tier = next(t for t in v.tiers if t.tier == w.expect_tier)
         if tier.status != "failed":
             why = _failures(v, 1) if v.verdict != "accepted" else "accepted"
             bad.append(f"{w.label} passes {w.expect_tier} (expect: {w.expect_tier}; "
                        f"tier {tier.status}{'; ' + why if why else ''})")
     if bad:
-        return _result("known-wrong rejected", "failed", "; ".join(bad), t0)
+        return _result("known-wrong rejected", "failed", "; ".join(bad), t0), graded
     return _result("known-wrong rejected", "passed",
-                   f"{len(wrong)}/{len(wrong)} fail their declared tier (seed {g.seed})", t0)
+                   f"{len(wrong)}/{len(wrong)} fail their declared tier (seed {g.seed})", t0), graded
+
+
+def honest_solutions(ex: Exercise) -> list[Path]:
+    """Correct solutions besides the reference: ``tests/solutions/<slug>_*.py`` of the pack."""
+    return sorted((ex.root.parent.parent / "tests" / "solutions").glob(f"{ex.slug}_*.py"))
+
+
+def _check_diagnosis(ex: Exercise, g: _Grader, graded, reference: Verdict | None
+                     ) -> tuple[CheckResult, DiagnosisReport]:
+    """Each known-wrong solution is named as itself, or as a mistake that reproduces every failed
+    test it reproduces (indistinguishable by these tests); honest solutions are never named."""
+    t0 = time.perf_counter()
+    diagnosed, missed, costs = 0, [], []
+    for w, v, found, ms in graded:
+        costs.append(ms)
+        named = set(found.named.values())
+        own = set(found.matches.get(w.name, ()))
+        if w.name in named or (own and any(own <= set(found.matches.get(n, ())) for n in named)):
+            diagnosed += 1
+        else:
+            missed.append(f"{w.name}: {'named ' + ', '.join(sorted(named)) if named else 'nothing named'}"
+                          + ("" if own else " (it does not reproduce itself in-process)")
+                          + (" (out of time)" if found.out_of_time else ""))
+    honest_named = []
+    verdicts = [("the reference", reference)] if reference is not None else []
+    for path in honest_solutions(ex):
+        verdicts.append((path.name, g.in_process(ex, path.read_text(), mode="submit",
+                                                 tiers=["T0", "T1", "T2"])))
+    for label, v in verdicts:
+        names = sorted({r.misconception.name for t in v.tiers for r in t.tests if r.misconception})
+        if names:
+            honest_named.append(f"{label}: {', '.join(names)}")
+    n = len(graded)
+    costs.sort()
+    rep = DiagnosisReport(wrong=n, diagnosed=diagnosed, rate=round(diagnosed / n, 3) if n else 0.0,
+                          missed=missed, honest=len(verdicts), honest_named=honest_named,
+                          median_ms=round(costs[len(costs) // 2], 1) if costs else 0.0,
+                          max_ms=round(costs[-1], 1) if costs else 0.0)
+    detail = (f"{diagnosed}/{n} known-wrong solutions named as themselves or an equivalent mistake "
+              f"({round(100 * rep.rate)}%, target 90%); {rep.honest} honest solution(s), "
+              f"{len(honest_named)} named; cost per rejected grading median {rep.median_ms:.0f} ms, "
+              f"max {rep.max_ms:.0f} ms")
+    if honest_named:
+        return _result("diagnosis", "failed", detail + ": " + "; ".join(honest_named), t0), rep
+    if n and rep.rate < 0.9:
+        return _result("diagnosis", "warning", detail + "; missed: " + "; ".join(missed), t0), rep
+    return _result("diagnosis", "passed", detail + ("; missed: " + "; ".join(missed) if missed else ""), t0), rep
 
 
 # --- mutants ---------------------------------------------------------------------------------
@@ -321,7 +379,7 @@ def grade_mutant(ex: Exercise, source: str, g: _Grader) -> str:
     for tier in TIERS:
         try:
             with _time_limit(ex.limits.total_seconds):
-                v = g.in_process(ex, source, mode="submit", tiers=[tier])
+                v = g.in_process(ex, source, mode="submit", tiers=[tier], diagnose=False)
         except MutantTimeout as e:
             return f"{tier} time limit ({e})"
         if v.verdict == "accepted":
@@ -403,11 +461,15 @@ def validate_exercise(folder: Path, *, sandbox, seed: int = DEFAULT_SEED,
     with tempfile.TemporaryDirectory(prefix=f"validate-{ex.slug}-") as tmp:
         work = Path(tmp)
         checks, first = _check_reference(ex, g, work)
+        reference = first
         rep.checks += checks
         rep.checks.append(_check_deterministic(ex, g, work, first))
     rep.checks.append(_check_other_seeds(ex, g))
     rep.checks.append(_check_starter(ex, g))
-    rep.checks.append(_check_wrong(ex, g))
+    check, graded = _check_wrong(ex, g)
+    rep.checks.append(check)
+    check, rep.diagnosis = _check_diagnosis(ex, g, graded, reference)
+    rep.checks.append(check)
     if mutants:
         accepted = next(c for c in rep.checks if c.name == "reference accepted")
         if accepted.status == "passed":  # the reference is accepted: mutants mean something
