@@ -8,17 +8,22 @@ the judge) and, if the attack succeeded, would make itself accepted by exec-ing 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 import os
+import re
 import socket
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from judge.exercise import REPO_ROOT, Limits, discover
+from judge.errors import FAILURE_KINDS, RemoteException
+from judge.exercise import REPO_ROOT, Limits, discover, load_exercise
 from judge.grading import grade
 from judge.models import Verdict
+from sandbox import wire
 
 ATTACKS = Path(__file__).parent / "attacks"
 EX = discover()["glm5_mis"]
@@ -346,19 +351,13 @@ def checkout_is_unchanged():
 # bounded; nothing outlives a grading. Each attack is checked for its verdict and exit code, the
 # judge's peak memory during the grading, the size of what it wrote, and what it left behind.
 
-import dataclasses as _dc  # noqa: E402
-import re  # noqa: E402
-import time  # noqa: E402
-
-from judge.errors import RemoteException  # noqa: E402
-from judge.exercise import load_exercise  # noqa: E402
 
 PEAK_MB = 1500  # the judge's peak resident memory during one hostile grading, at most
 ARTIFACTS_BYTES = 2 << 20  # what one grading may write to its artifact folder, at most
 DOCUMENT_BYTES = 300_000  # the verdict document's JSON, at most
 
 
-@_dc.dataclass
+@dataclasses.dataclass
 class Outcome:
     verdict: Verdict  # what grade() returned
     peak_mb: float  # the judge process's peak RSS during the grading (VmHWM, reset before it)
@@ -616,10 +615,6 @@ class TestInputsAndAnswers:
 # sane verdict (never the judge's failure), bounded judge memory and document, and that nothing
 # outlives it. A few seconds in the normal suite; `make fuzz` runs JUDGE_FUZZ_EXAMPLES of them.
 
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
-
-from judge.errors import FAILURE_KINDS  # noqa: E402
-from sandbox import wire  # noqa: E402
 
 FUZZ_EXAMPLES = int(os.environ.get("JUDGE_FUZZ_EXAMPLES", "12"))  # make fuzz: many more, random
 FUZZ_TESTS = '''

@@ -14,7 +14,7 @@ messages and names to the same constants.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, Strict, TypeAdapter, ValidationError, with_config
 from typing_extensions import NotRequired, TypedDict
