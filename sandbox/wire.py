@@ -8,8 +8,12 @@ is decoded. Other nodes: ``{"f": x}`` a float (``"nan"``, ``"inf"``, ``"-inf"`` 
 ``{"I": digits}`` an int beyond 64 bits, ``{"L"|"U": [...]}`` a list or tuple, ``{"D": [[key,
 value], ...]}`` a dict with str keys, ``{"O": type, "r": repr}`` anything else, by name. Nothing
 is ever unpickled and no code object crosses: a malicious peer can only send wrong numbers, bad
-JSON or oversized frames, and each of those is a ``WireError``. Headers are written and read with
-orjson where it is installed, with the standard library's json for what it refuses.
+JSON or oversized frames, and each of those is a ``WireError``. Decoding is strict: each node has
+exactly the keys of its kind, each tensor of the table is claimed by one node at most, a shape is
+bounded even when empty, and a ``Reader`` refuses a frame over its caps from its length prefix
+(``FrameTooLarge``, nothing of it read). What a reply's header may hold besides values is the
+judge's to check (``judge.box.replies``). Headers are written and read with orjson where it is
+installed, with the standard library's json for what it refuses.
 """
 
 from __future__ import annotations
