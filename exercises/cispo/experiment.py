@@ -142,8 +142,6 @@ class _Trainer:
         (loss * K).backward()
         with torch.no_grad():
             w = check_tensor(w.value, what="cispo_weights", shape=tuple(logp.shape))
-            # Now, before the next anchor's answers: their in-place changes to the shared mask
-            # would be copied back into it.
             mask = draw.mask
             reinforce = -(adv[:, None] * logp.detach() * mask).sum() / mask.sum()
             self.loss_vs_reinforce = max(self.loss_vs_reinforce,

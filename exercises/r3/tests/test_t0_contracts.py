@@ -107,7 +107,7 @@ def test_inputs_not_mutated(sub, ctx):
                  for c in (b.replay_gates(u, idx, score_function=sf),
                            b.moe_replay_forward(x, u, idx, w, score_function=sf))]
     for pending in calls:
-        pending.value  # raises what the call raised; in-place changes are copied back to the inputs
+        pending.value  # raises what the call raised, or names the input it wrote into (judge.readonly)
     for name, old, new in zip(("x", "router_logits", "expert_idx", "expert_weight"), before, (x, u, idx, w)):
         if not torch.equal(old, new):
             raise Feedback(f"{name} was modified in place: before {describe(old)}, after {describe(new)} "

@@ -435,7 +435,7 @@ def test_inputs_not_mutated(sub, ctx):
     with batch(sub) as b:
         calls = [b.sc_policy_loss(**t, **kw), b.sc_correction(t["train_head_logp"][0], t["sampler_head_logp"][0], **kw)]
     for pending in calls:
-        pending.value  # raises what the call raised; in-place changes are copied back to t
+        pending.value  # raises what the call raised, or names the input it wrote into (judge.readonly)
     for n, x in t.items():
         same = (x == before[n]) | (torch.isnan(x) & torch.isnan(before[n])) if x.is_floating_point() else x == before[n]
         if not bool(same.all()):
