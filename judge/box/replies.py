@@ -150,8 +150,8 @@ class Schema:
             raise self._malformed(during, describe(e)) from None
 
     def _malformed(self, during: str, why: str) -> MalformedReply:
-        return MalformedReply(f"the submission's process sent a malformed {self.name}"
-                              f"{' during ' + during if during else ''}: {why}")
+        what = f"reply during {during}" if during else self.name
+        return MalformedReply(f"the submission's process sent a malformed {what}: {why}")
 
 
 def describe(e: ValidationError) -> str:
