@@ -3,7 +3,7 @@
 These change how fast a verdict comes back, never what it says. The measurements, dated, and
 what was tried instead are in docs/performance.md ("What made it fast", "Tried and left out");
 the modules that use a setting import it from here (``judge.box.sandbox``,
-``judge.service.workers``, ``judge.service.progress``, ``judge.service.app``). The sandboxed
+``judge.service.worker``, ``judge.service.progress``, ``judge.service.app``). The sandboxed
 child cannot import the judge: ``sandbox/child.py``'s own poll time is only its default until
 the load request brings ``SPIN_SECONDS`` (or 0) from here.
 """
@@ -32,7 +32,7 @@ SPARE_DELAY = 0.004
 # one at once) finds one ready.
 SPARES_AHEAD = 2
 
-# --- the service's workers (judge.service.workers, judge.service.progress) -------------------
+# --- the service's workers (judge.service.worker, judge.service.progress) --------------------
 
 # After storing a verdict, a worker with no submission waiting pauses this long before it draws
 # the plots, so the API (just woken) answers first; under a backlog it draws at once. Measured

@@ -20,7 +20,7 @@ from judge.exercise import REPO_ROOT
 from judge.models import Verdict
 from judge.service.progress import ProgressWriter, notify_change
 from judge.service.store import Store
-from judge.service.workers import Worker
+from judge.service.worker import Worker
 
 REF = (REPO_ROOT / "reference/glm5_mis/solution.py").read_text()
 SLOW_LOAD = REF + "\nimport time as _t\n_t.sleep(1)\n"  # its stream waits before the first test

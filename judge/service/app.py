@@ -1,7 +1,7 @@
 """The judge as a service: ``create_app(config)`` builds the FastAPI app; ``serve`` runs it.
 
 The API process never grades: it commits submissions to SQLite and answers from it; grading
-workers (``judge.service.workers``) claim them. Routes stay thin; plumbing is in ``judge.service.guard``.
+workers (``judge.service.worker``, started by ``judge.service.pool``) claim them. Routes stay thin; plumbing is in ``judge.service.guard``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from judge.service.config import Config
 from judge.service.files import FileStream, Transfers, list_regular_files, open_regular_file
 from judge.models import Verdict
 from judge.service.store import QueueFull, Store
-from judge.service.workers import WorkerPool, artifacts_dir
+from judge.service.pool import WorkerPool
+from judge.service.worker import artifacts_dir
 
 bearer = HTTPBearer(auto_error=False, description="an API key from JUDGE_API_KEYS")
 AUTH = [Security(bearer)]  # declares the scheme in the OpenAPI document; Guard enforces it

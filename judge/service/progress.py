@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 from judge.service.store import Store
 from judge.tuning import FLUSH_DELAY  # the longest a test's result waits before it is written
 
-log = logging.getLogger("judge.service.workers")
+log = logging.getLogger("judge.service.progress")
 
 
 def notify_change(fd: int | None, sid: str, kind: str = "s") -> None:

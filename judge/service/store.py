@@ -331,6 +331,13 @@ class Store:
                                    (worker,)).fetchall()
         return {r["id"]: self.retry_or_fail(r["id"], message) for r in rows}
 
+    def running(self, worker: str | None = None) -> list[sqlite3.Row]:
+        """The submissions being graded (id, worker, exercise, started_at), or one worker's."""
+        sql = "SELECT id, worker, exercise, started_at FROM submissions WHERE status = 'running'"
+        if worker is None:
+            return self.db.execute(sql).fetchall()
+        return self.db.execute(sql + " AND worker = ?", (worker,)).fetchall()
+
     def release(self, sid: str) -> None:
         """Hand back a claimed submission without counting the attempt (a clean shutdown)."""
         with self.write() as db:

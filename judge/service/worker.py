@@ -1,4 +1,4 @@
-"""The grading workers: one process per core, each with its own warm zygote, fed from SQLite.
+"""A grading worker: one process per core, each with its own warm zygote, fed from SQLite.
 
 Grading runs the tier tests in the judge's own process (only the submission runs in the sandbox),
 so workers are processes, not threads. Each worker is started with the "spawn" method (a fresh
@@ -10,9 +10,7 @@ Progress goes to the ``events`` table through ``grade(..., on_test=...)``, a few
 write (``judge.service.progress``); after committing any change to a submission a worker writes its id to
 the pool's pipe, so the API wakes whoever waits for it without polling.
 
-``WorkerPool`` lives in the API process: it starts the workers, restarts one that dies (its
-submission is retried once, then marked error), kills one whose grading overruns every limit,
-and stops them on shutdown.
+``judge.service.pool.WorkerPool``, in the API process, starts the workers and watches them.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import logging
-import multiprocessing as mp
 import os
 import shutil
 import signal
@@ -37,9 +34,8 @@ from judge.service.progress import ProgressWriter, notify_change
 from judge.service.store import ClaimedSubmission, Store
 from judge.tuning import ANSWER_FIRST_S, SPIN_SECONDS
 
-log = logging.getLogger("judge.service.workers")
+log = logging.getLogger("judge.service.worker")
 ARTIFACTS = "artifacts"
-OVERRUN_GRACE_S = 60.0  # a grading this far past its exercise's total limit means a stuck worker
 
 
 def artifacts_dir(cfg: Config, sid: str) -> Path:
@@ -275,136 +271,3 @@ def worker_main(cfg: Config, name: str, index: int, count: int, ready, stop, idl
         worker.close()
     logging.shutdown()
     os._exit(code)  # skip the interpreter's slow teardown of torch
-
-
-# --- the pool, in the API process -----------------------------------------------------------
-
-class WorkerPool:
-    def __init__(self, cfg: Config, store: Store, limits: dict[str, float] | None = None):
-        self.cfg, self.store = cfg, store
-        self.limits = limits or {}  # exercise → its total_seconds, for the overrun watchdog
-        self.ctx = mp.get_context("spawn")
-        self.stop_event = self.ctx.Event()
-        self.idle = IdleWorkers(self.ctx, cfg.workers)  # a new submission wakes the last idle
-        self.busy = self.ctx.Value("i", 0)  # workers grading right now
-        # Workers write a submission's id here after each commit; the API reads it (Changes).
-        self._changes_r, self._changes_w = self.ctx.Pipe(duplex=False)
-        os.set_blocking(self._changes_w.fileno(), False)  # shared by every writer: never blocks
-        self.slots: list[dict] = []
-        self.fatal: str | None = None
-        self._stopping = False
-        self._monitor: threading.Thread | None = None
-
-    def start(self) -> None:
-        for i in range(self.cfg.workers):
-            self.slots.append({"index": i, "generation": 0, "proc": None, "ready": None, "started": 0.0})
-            self._spawn(self.slots[-1])
-        self._monitor = threading.Thread(target=self._watch, name="worker-pool", daemon=True)
-        self._monitor.start()
-
-    def _spawn(self, slot: dict) -> None:
-        slot["generation"] += 1
-        slot["name"] = f"w{slot['index']}.{slot['generation']}.{os.getpid()}"
-        slot["ready"] = self.ctx.Event()
-        proc = self.ctx.Process(target=worker_main, name=f"judge-worker-{slot['index']}", daemon=True,
-                                args=(self.cfg.without_secrets(), slot["name"], slot["index"],
-                                      self.cfg.workers, slot["ready"], self.stop_event, self.idle,
-                                      os.getpid(), self.busy, self._changes_w))
-        proc.start()
-        slot["proc"], slot["started"] = proc, time.monotonic()
-
-    def notify(self) -> None:
-        """A submission was queued: wake the most recently idle worker now rather than at its
-        next poll (``judge.service.idle``)."""
-        try:
-            self.idle.wake_one()
-        except (ValueError, OSError, AttributeError):  # stopping
-            pass
-
-    @property
-    def changes_fd(self) -> int:
-        """The read end of the workers' change notifications, for ``Changes`` in the API."""
-        return self._changes_r.fileno()
-
-    @property
-    def ready_count(self) -> int:
-        return sum(1 for s in self.slots if s["proc"] is not None and s["ready"] is not None
-                   and s["proc"].is_alive() and s["ready"].is_set())
-
-    def _watch(self) -> None:
-        last_overrun_check = 0.0
-        while not self._stopping:
-            for slot in self.slots:
-                proc = slot["proc"]
-                if self._stopping or proc is None or proc.is_alive():
-                    continue
-                if proc.exitcode == EXIT_REFUSED:
-                    self.fatal = "the sandbox lacks required isolation layers (see the log)"
-                    log.critical("a worker refused to run: %s; stopping the service", self.fatal)
-                    self._stopping = True
-                    os.kill(os.getpid(), signal.SIGTERM)  # uvicorn shuts down cleanly
-                    return
-                log.error("worker %s exited (code %s); restarting it", slot["name"], proc.exitcode)
-                self._recover(slot["name"], "the grading worker stopped unexpectedly")
-                if time.monotonic() - slot["started"] < 5.0:  # crashing at start-up: don't spin
-                    time.sleep(2.0)
-                if not self._stopping:
-                    self._spawn(slot)
-            if time.monotonic() - last_overrun_check > 5.0:
-                last_overrun_check = time.monotonic()
-                self._kill_overruns()
-            time.sleep(0.2)
-
-    def _recover(self, worker: str, message: str) -> None:
-        try:
-            for sid in self.store.recover(worker, message=message):
-                notify_change(self._changes_w.fileno(), sid)
-        except Exception:  # noqa: BLE001 - the next start-up recovers it
-            log.exception("could not recover the submissions of %s", worker)
-
-    def _kill_overruns(self) -> None:
-        try:
-            rows = self.store.db.execute("SELECT worker, exercise, started_at FROM submissions "
-                                         "WHERE status = 'running'").fetchall()
-        except Exception:  # noqa: BLE001
-            return
-        now = time.time()
-        for row in rows:
-            limit = self.limits.get(row["exercise"], 60.0) + OVERRUN_GRACE_S
-            if row["started_at"] and now - row["started_at"] > limit:
-                for slot in self.slots:
-                    if slot.get("name") == row["worker"] and slot["proc"] is not None and slot["proc"].is_alive():
-                        log.error("worker %s overran %s's limits; killing it", row["worker"], row["exercise"])
-                        slot["proc"].kill()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stopping = True
-        self.stop_event.set()
-        for _ in self.slots:
-            self.notify()
-        deadline = time.monotonic() + timeout
-        for slot in self.slots:
-            proc = slot["proc"]
-            if proc is None:
-                continue
-            proc.join(max(deadline - time.monotonic(), 0.1))
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(2.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(1.0)
-            try:  # a grading cut short by our own shutdown does not count as an attempt
-                rows = self.store.db.execute("SELECT id FROM submissions WHERE status = 'running' "
-                                             "AND worker = ?", (slot["name"],)).fetchall()
-                for row in rows:
-                    self.store.release(row["id"])
-            except Exception:  # noqa: BLE001 - the next start-up recovers it
-                log.exception("could not release the submissions of %s", slot["name"])
-        if self._monitor is not None and self._monitor is not threading.current_thread():
-            self._monitor.join(2.0)  # last: workers it started die with it (PR_SET_PDEATHSIG)
-        for slot in self.slots:  # free the semaphores now, not at interpreter exit
-            slot["ready"] = slot["proc"] = None
-        self.stop_event = self.idle = None
-        self._changes_w.close()  # the API stopped listening (Changes.stop) before this
-        self._changes_r.close()

@@ -1,14 +1,11 @@
-"""The grading workers: a job graded through ``grade()`` into the store (progress events, the
-verdict, artifacts under the data dir), previews, and the pool restarting a worker that dies."""
+"""A grading worker: a job graded through ``grade()`` into the store (progress events, the
+verdict, artifacts under the data dir), previews, isolation required, whatever a grading raises.
+(The pool that starts and restarts workers: tests/test_pool.py.)"""
 
 from __future__ import annotations
 
 import dataclasses
-
 import json
-import os
-import signal
-import time
 
 import pytest
 
@@ -18,7 +15,7 @@ from judge.service.config import Config
 from judge.exercise import REPO_ROOT
 from judge.models import Verdict
 from judge.service.store import Store
-from judge.service.workers import Worker, WorkerPool, artifacts_dir
+from judge.service.worker import Worker, artifacts_dir
 
 REF = (REPO_ROOT / "reference/glm5_mis/solution.py").read_text()
 
@@ -83,31 +80,6 @@ def test_previews_are_built_once(cfg, worker):
     assert (folder / "metrics.json").stat().st_mtime == mtime
 
 
-def test_pool_restarts_a_dead_worker_and_retries_its_job(cfg):
-    store = Store(cfg.database_path)
-    pool = WorkerPool(cfg, store, {"glm5_mis": 60})
-    pool.start()
-    try:
-        deadline = time.monotonic() + 120
-        while pool.ready_count < 1:
-            assert time.monotonic() < deadline, "the worker did not start"
-            time.sleep(0.05)
-        slow = REF + "\nimport time as _t\n_t.sleep(2)\n"  # still running when its worker is killed
-        sid = store.add("a", "glm5_mis", "submit", slow, queue_max=10)
-        pool.notify()
-        while store.get(sid, None)["status"] != "running":
-            assert time.monotonic() < deadline
-            time.sleep(0.005)
-        os.kill(pool.slots[0]["proc"].pid, signal.SIGKILL)  # mid-grading
-        while (row := store.get(sid, None))["status"] not in ("done", "error"):
-            assert time.monotonic() < deadline + 60, row
-            time.sleep(0.05)
-        assert row["status"] == "done" and row["outcome"] == "accepted" and row["attempts"] == 2
-        assert pool.slots[0]["generation"] == 2
-    finally:
-        pool.stop()
-
-
 def test_workers_require_isolation_unless_a_weak_sandbox_is_allowed(cfg):
     """The service's sandbox refuses a machine without Landlock or seccomp (the worker exits
     EXIT_REFUSED on IsolationUnavailable) unless JUDGE_ALLOW_WEAK_SANDBOX says otherwise."""
@@ -125,7 +97,7 @@ def test_a_worker_survives_whatever_a_grading_raises(cfg, worker, monkeypatch, r
     anything else that escapes one, BaseException included, is that submission's error and the
     worker grades the next."""
     import judge.grading
-    import judge.service.workers as workers
+    import judge.service.worker as workers
 
     store = worker.store
     sid = store.add("a", "glm5_mis", "submit", REF, queue_max=10)

@@ -1,0 +1,64 @@
+"""The pool of grading workers: it starts them, restarts one that dies mid-grading (its job is
+retried), and its slots say which process is in each."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from judge.exercise import REPO_ROOT
+from judge.service.config import Config
+from judge.service.pool import Slot, WorkerPool
+from judge.service.store import Store
+
+REF = (REPO_ROOT / "reference/glm5_mis/solution.py").read_text()
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    return Config(database_url=f"sqlite:///{tmp_path / 'judge.db'}", workers=1, data_dir=tmp_path / "data",
+                  exercises=("glm5_mis",))
+
+
+def test_pool_restarts_a_dead_worker_and_retries_its_job(cfg):
+    store = Store(cfg.database_path)
+    pool = WorkerPool(cfg, store, {"glm5_mis": 60})
+    pool.start()
+    try:
+        deadline = time.monotonic() + 120
+        while pool.ready_count < 1:
+            assert time.monotonic() < deadline, "the worker did not start"
+            time.sleep(0.05)
+        slow = REF + "\nimport time as _t\n_t.sleep(2)\n"  # still running when its worker is killed
+        sid = store.add("a", "glm5_mis", "submit", slow, queue_max=10)
+        pool.notify()
+        while store.get(sid, None)["status"] != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        os.kill(pool.slots[0].proc.pid, signal.SIGKILL)  # mid-grading
+        while (row := store.get(sid, None))["status"] not in ("done", "error"):
+            assert time.monotonic() < deadline + 60, row
+            time.sleep(0.05)
+        assert row["status"] == "done" and row["outcome"] == "accepted" and row["attempts"] == 2
+        assert pool.slots[0].generation == 2
+    finally:
+        pool.stop()
+    assert pool.slots[0].proc is None and pool.slots[0].ready is None  # stop() let them go
+
+
+def test_the_pool_reads_running_submissions_through_the_store(cfg):
+    """The overrun watchdog and the shutdown's release ask the store (all SQL is there) for
+    what is running, in all or on one worker."""
+    store = Store(cfg.database_path)
+    a = store.add("a", "glm5_mis", "submit", REF, queue_max=10)
+    b = store.add("b", "glm5_mis", "submit", REF, queue_max=10)
+    assert store.running() == []
+    store.claim("w0.1.1")
+    store.claim("w1.1.1")
+    rows = {r["id"]: (r["worker"], r["exercise"]) for r in store.running()}
+    assert rows == {a: ("w0.1.1", "glm5_mis"), b: ("w1.1.1", "glm5_mis")}
+    assert [r["id"] for r in store.running("w1.1.1")] == [b]
+    assert all(r["started_at"] for r in store.running())
