@@ -55,3 +55,14 @@ def test_the_table_reports_the_mixed_run():
     assert "0 worker(s) replaced" in line and "(x1.05)" in line
     del result["mixed"]
     assert "mixed run" not in render(result)
+
+
+def test_the_table_reports_the_diagnosis_cost():
+    result = {
+        "exercises": {}, "throughput": {"1": 10.0, "2": 18.0}, "extra_mb_per_submission": 4.0,
+        "rest_mb": 900.0, "judge_local": {"startup_ms": 1500.0, "grading_ms": 40.0, "wall_ms": 3000.0},
+        "bench_seconds": 200.0, "diagnosis": {"median_ms": 212.4, "max_ms": 1388.0, "named": 137, "wrong": 140},
+    }
+    line = next(x for x in render(result).splitlines() if x.startswith("diagnosis"))
+    assert line == ("diagnosis (rejected gradings only): median 212 ms, max 1388 ms; "
+                    "137/140 known-wrong solutions named as themselves")

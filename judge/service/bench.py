@@ -336,6 +336,24 @@ def mixed_run(svc: Service, ex, n: int) -> dict:
 MIXED_KEYS = ("bench-hostile-key", "bench-honest-key")
 
 
+def diagnosis_cost(exercises) -> dict:
+    """What naming the misconception adds to a rejected grading (judge.diagnose, on the trusted
+    side): every known-wrong solution graded in this process, with the run seed; the diagnosis'
+    milliseconds (median, max) and how many were named as themselves. Accepted gradings pay 0."""
+    from judge.grading import grade
+
+    costs, named, total = [], 0, 0
+    for ex in exercises.values():
+        for w in ex.wrong_solutions():
+            v = grade(ex, w.source, sandbox=None, mode="submit", seed=ex.run_seed, tiers=[w.expect_tier])
+            costs.append(v.timings.diagnosis_ms)
+            total += 1
+            named += any(r.misconception is not None and r.misconception.name == w.name
+                         for t in v.tiers for r in t.tests)
+    return {"median_ms": round(_pct(costs, 0.5), 1) if costs else 0.0,
+            "max_ms": round(max(costs), 1) if costs else 0.0, "named": named, "wrong": total}
+
+
 def judge_local_split() -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
@@ -393,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     fresh = fresh_interpreter_ms(exercises, args.fresh_reps)
     print("judge local …", file=sys.stderr)
     local = judge_local_split()
+    print("diagnosis …", file=sys.stderr)
+    diagnosis = diagnosis_cost(exercises)
 
     result = {
         "exercises": {slug: {"floor_ms": floor[slug], "service_p50_ms": service[slug]["p50"],
@@ -408,6 +428,7 @@ def main(argv: list[str] | None = None) -> int:
         "rest_mb": rest,
         "judge_local": local,
         "mixed": mixed,
+        "diagnosis": diagnosis,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version(), "torch": __import__("torch").__version__},
         "bench_seconds": round(time.perf_counter() - t0, 1),
@@ -442,6 +463,10 @@ def render(r: dict) -> str:
                   f"{r['mixed']['unexpected']} unexpected verdict(s), {r['mixed']['workers_replaced']} "
                   f"worker(s) replaced, RSS {r['mixed']['rest_mb']:.0f} MB at rest, "
                   f"{r['mixed']['after_mb']:.0f} MB after (x{r['mixed']['after_mb'] / r['mixed']['rest_mb']:.2f})"]),
+              *([] if not r.get("diagnosis") else [
+                  f"diagnosis (rejected gradings only): median {r['diagnosis']['median_ms']:.0f} ms, "
+                  f"max {r['diagnosis']['max_ms']:.0f} ms; {r['diagnosis']['named']}/{r['diagnosis']['wrong']} "
+                  f"known-wrong solutions named as themselves"]),
               f"judge local: start-up {r['judge_local']['startup_ms']:.0f} ms, grading "
               f"{r['judge_local']['grading_ms']:.0f} ms (wall {r['judge_local']['wall_ms']:.0f} ms)",
               f"bench took {r['bench_seconds']:.0f} s; all times in ms"]
