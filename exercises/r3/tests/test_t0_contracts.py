@@ -1,4 +1,15 @@
-"""T0: shapes, dtypes, plain tensors on the autograd graph, untouched inputs, and ValueErrors."""
+"""T0: shapes, dtypes, plain tensors on the autograd graph, untouched inputs, and ValueErrors.
+
+Which test covers which class (issue 17; the regimes are in test_t2_regimes.py):
+- test_gates_shape_and_dtype / test_forward_shape_and_dtype: N != E, k = 1, k = E, both dtypes.
+- test_default_score_function_is_softmax: the default omitted.
+- test_int32_indices_accepted: slime's int32 ids give the int64 result.
+- test_outputs_stay_on_the_router_graph: gates and output differentiable in the router logits.
+- test_inputs_not_mutated: no in-place writes (the judge also checks every call).
+- test_rejects_*: every ValueError rule with softmax (under sigmoid too, with int32 ids, k = 0,
+  k > E: test_t2_regimes.test_validation_under_every_score_function; N = 0 is legal:
+  test_t2_regimes.test_empty_token_batch).
+"""
 
 import torch
 

@@ -1,4 +1,6 @@
-"""T1: replayed gates and MoE outputs against the scalar-loop oracle, smallest case first."""
+"""T1: replayed gates and MoE outputs against the scalar-loop oracle, smallest case first.
+(Sizes drawn per seed with k = 1, k >= 4, k = E, and one batch of N >= 16384 tokens against the
+vectorised reference: test_t2_regimes.py.)"""
 
 import torch
 
