@@ -41,8 +41,9 @@ Layers = Annotated[list[Annotated[str, Field(max_length=200)]], Field(max_length
 Tree = Any  # a value tree: checked node by node by sandbox.wire when decoded
 
 
-# Each reply is a TypedDict: validation returns a plain dict (the proxy reads it as before), in
-# ~1.5 us for a call's reply (a BaseModel instance costs ~2.3).
+# Each reply is a TypedDict: validation returns a plain dict (the proxy reads it as before).
+# Measured for a call's reply: 1.5-2.7 us (quiet to loaded 2-core machine); a BaseModel
+# instance costs ~1 us more.
 _STRICT = ConfigDict(strict=True, extra="forbid")
 
 
