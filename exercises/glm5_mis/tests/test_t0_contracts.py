@@ -1,4 +1,14 @@
-"""T0: contracts. Shapes, dtypes, return types, ValueErrors and the empty mask."""
+"""T0: contracts. Shapes, dtypes, return types, ValueErrors and the empty mask.
+
+Which test covers which class (issue 17):
+- validation under every combination: test_shape_mismatches_raise_value_error (both functions,
+  every bad shape; B = 1 with a 0-d or [1, 1] advantage), test_non_2d_inputs_raise_value_error,
+  test_bad_widths_raise_value_error (each bad width in both functions).
+- empty masks: test_empty_mask_gives_a_graph_connected_zero (every mask kind incl. float64 and
+  int64, NaN/inf/1e30 padding under the empty mask, B = 0).
+- mixed dtypes: test_mask_dtype_does_not_change_the_result_dtype; float64 advantages with float32
+  logp and int64 masks are in T1's seeded test.
+"""
 
 import math
 

@@ -1,4 +1,14 @@
-"""T1: weights, loss and dL/dlogp against the scalar-loop oracle on fresh random inputs."""
+"""T1: weights, loss and dL/dlogp against the scalar-loop oracle on fresh random inputs.
+
+Which test covers which class (issue 17):
+- test_seeded_shapes_regimes_mask_kinds_and_defaults: shapes drawn per seed (B = 1, L = 1, one
+  batch of >= 16k tokens against the vectorised reference), every mask kind (bool, float32,
+  float64, int64), every padding fill, log-ratios from +-25 to +-1000 and e^-110/e^-800
+  probabilities mixed with ordinary ones, the default widths omitted in a third of the calls,
+  clip_high >= 1 checked for values, empty rows, float64 advantages with float32 logp.
+- test_weights_match_oracle / test_loss_and_gradient_match_oracle: random widths, empty rows
+  (slime's sum_i max(1, n_i) normaliser differs there).
+"""
 
 import torch
 

@@ -1,5 +1,17 @@
 """T2: strict endpoints, detachment, padding, extremes, the denominator, no mutation,
-native-dtype comparison and the hand-checked case."""
+native-dtype comparison and the hand-checked case.
+
+Which test covers which class (issue 17):
+- exact ties at the bounds: test_strict_endpoints, test_native_dtype_comparison (the float on the
+  bound and its neighbour; a log-space comparison misjudges the neighbours whose exp rounds onto
+  the bound), test_hand_checked_case.
+- overflow: test_extreme_log_ratios (+-1000 and +-100 in both dtypes).
+- padding: test_padding_with_nan_inf_and_huge_values; detachment:
+  test_weights_and_rollout_and_advantages_are_detached; denominator:
+  test_denominator_counts_rejected_tokens.
+- mutation in every branch: test_inputs_are_not_mutated (every fill, both dtypes, an all-empty
+  mask); every other call is also checked by the read-only inputs of judge.readonly.
+"""
 
 import math
 

@@ -1,4 +1,12 @@
-"""T0: return types, shapes, dtypes, ValueErrors and the empty-mask zero."""
+"""T0: return types, shapes, dtypes, ValueErrors and the empty-mask zero.
+
+Which test covers which class (issue 17):
+- validation: test_grpo_loss_rejects_bad_shapes (incl. B = 1 with a 0-d or [1, 1] advantage),
+  test_group_advantages_rejects_bad_group_size, test_group_advantages_rejects_non_1d_rewards.
+- empty masks: test_empty_mask_gives_graph_connected_zero (both aggregations, every mask kind,
+  NaN/inf/1e30 padding under the empty mask, B = 0).
+- N = 0 rewards: test_t2_extremes.test_rewards_with_a_large_offset_float32.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,14 @@
-"""T1: agreement with the scalar-loop oracle on fresh random inputs, smallest case first."""
+"""T1: agreement with the scalar-loop oracle on fresh random inputs, smallest case first.
+
+Which test covers which class (issue 17):
+- test_seeded_shapes_regimes_mask_kinds_and_defaults: shapes drawn per seed (B = 1, L = 1, one
+  batch of >= 16k tokens against the vectorised reference), every mask kind and fill, defaults
+  omitted, widths 0 and >= 1, log-ratios +-25 (verl's clamp and dual clip differ there),
+  overflowing ratios with A > 0 (gradient 0, not NaN), e^-110/e^-800 probabilities, empty rows,
+  float64 advantages with float32 logp.
+- test_group_advantages_matches_oracle / test_grpo_loss_matches_oracle: the default eps and
+  several others, both aggregations, asymmetric clips.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""T2: hand-checked values, conventions, detachment, padding and aggregation."""
+"""T2: hand-checked values, conventions, detachment, padding and aggregation.
+
+Which test covers which class (issue 17): conventions (population std, eps outside the sqrt,
+contiguous groups, normalize_std, both aggregations, empty rows in B), the defaults
+(test_default_clip_widths), detachment, padding and mutation. Overflow regimes, library
+conventions, widths used as given and float32 rewards 3000 +- 1 are in test_t2_extremes.py.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,12 @@
 """T0: what gspo's two functions return (type, shape, dtype, graph), which inputs they reject, and
-what an all-empty mask gives."""
+what an all-empty mask gives.
+
+Which test covers which class (issue 17):
+- validation: test_shape_mismatches_raise_value_error (both functions, incl. B = 1 with a 0-d or
+  [1, 1] advantage and per-token advantages).
+- empty masks: test_empty_responses (every mask kind, NaN/inf/1e30 padding under the empty mask,
+  both dtypes, B = 0).
+"""
 
 import torch
 

@@ -1,5 +1,13 @@
 """T1: sequence ratios, losses and logp-gradients against the scalar-loop oracle on fresh random
-inputs, from the smallest case to the largest; the first (smallest) mismatch is reported."""
+inputs, from the smallest case to the largest; the first (smallest) mismatch is reported.
+
+Which test covers which class (issue 17):
+- test_seeded_shapes_regimes_mask_kinds_and_defaults: shapes drawn per seed (B = 1, L = 1, one
+  batch of >= 16k tokens, i.e. long responses, against the vectorised reference), every mask kind
+  and fill, clip_eps omitted or drawn (0 and >= 1 used as given), mean log-ratios +-12 (verl's
+  clamp at 10) and overflowing with A > 0 (gradient 0, not NaN), e^-110/e^-800 probabilities,
+  empty rows, float64 advantages with float32 logp.
+"""
 
 import torch
 

@@ -1,6 +1,11 @@
 """T2: the hand-checked GSPO cases, the geometric mean, invariance to duplicated tokens, the shape of
 the gradient (equal per token when unclipped, zero when clipped), stop-gradients, padding, and
-inputs left untouched."""
+inputs left untouched.
+
+Which test covers which class (issue 17): the hand-checked case, the geometric mean, duplication
+invariance, the per-token gradient, detachment, padding and mutation. Long responses, large and
+overflowing s, tiny probabilities and clip_eps used as given are in test_t2_extremes.py.
+"""
 
 import math
 

@@ -1,4 +1,11 @@
-"""T0: return types, shapes, dtypes, empty masks and ValueErrors of the TIS functions."""
+"""T0: return types, shapes, dtypes, empty masks and ValueErrors of the TIS functions.
+
+Which test covers which class (issue 17):
+- validation: test_shape_errors (incl. B = 1 with a 0-d or [1, 1] advantage), test_bound_validation
+  (each bad bound in both functions), test_valid_edge_bounds_accepted (low = high = 1, low = 0).
+- empty masks: test_empty_mask (every mask kind, NaN/inf/1e30 padding under the empty mask, both
+  aggregations, B = 0).
+"""
 
 import math
 

@@ -1,4 +1,13 @@
-"""T1: the TIS weights, loss and gradient against a scalar-loop oracle on fresh random inputs."""
+"""T1: the TIS weights, loss and gradient against a scalar-loop oracle on fresh random inputs.
+
+Which test covers which class (issue 17):
+- test_seeded_shapes_regimes_mask_kinds_and_defaults: shapes drawn per seed (B = 1, L = 1, one
+  batch of >= 16k tokens against the vectorised reference), every mask kind and fill, every
+  default omitted in some calls, TIS bounds incl. [0, 1e12] and [1, 1], PPO widths 0 and >= 1,
+  behaviour and PPO log-ratios +-25 and overflowing, e^-110/e^-800 probabilities, empty rows,
+  float64 advantages with float32 logp.
+- the other tests: random bounds, both aggregations, empty rows.
+"""
 
 import torch
 

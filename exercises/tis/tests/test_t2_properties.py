@@ -1,4 +1,10 @@
-"""T2: hand-checked values, the TIS/IcePop/GLM-5 contrast, detachment, padding and extremes."""
+"""T2: hand-checked values, the TIS/IcePop/GLM-5 contrast, detachment, padding and extremes.
+
+Which test covers which class (issue 17): the contrast table and the hand-checked case (defaults),
+w times the PPO gradient, detachment, padding, mutation, rho overflowing/underflowing
+(test_extreme_ratios) and tiny probabilities (test_tiny_probabilities). Overflowing PPO ratios,
+dual clip / +-20 clamps and PPO widths used as given are in test_t2_extremes.py.
+"""
 
 import math
 
