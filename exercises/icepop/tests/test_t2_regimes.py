@@ -55,8 +55,8 @@ def test_extreme_ppo_ratios(sub, oracle):
             rows = [(sign * mag, 0.0, a) for sign in (1.0, -1.0) for a in (1.5, -0.75)]
             groups.append((dtype, mag, rows + [(mag, 5.0, -1.0)]))  # + a rejected token, huge r
         for mag in shared.OVERFLOW_LOG_RATIOS[dtype]:
-            # r = inf with A > 0 (clipped: gradient exactly 0), r = 0 with A > 0 and A < 0
-            groups.append((dtype, mag, [(mag, 0.0, 2.0), (-mag, 0.0, 2.0), (-mag, 0.0, -2.0)]))
+            # r = inf with A > 0 (clipped: gradient exactly 0; A = 0.5 and 2), r = 0 with A > 0 and A < 0
+            groups.append((dtype, mag, [(mag, 0.0, 0.5), (mag, 0.0, 2.0), (-mag, 0.0, 2.0), (-mag, 0.0, -2.0)]))
     with batch(sub) as b:
         calls = []
         for dtype, mag, rows in groups:
