@@ -28,6 +28,8 @@ def test_exercise_validates(folder, sandbox):
     rep = validate_exercise(folder, sandbox=sandbox)
     assert rep.ok, "\n" + render_exercise(rep)
     assert rep.mutation is not None and rep.mutation.survived == 0
+    d = rep.diagnosis  # each known mistake is named (issue 19: >= 90%), an honest solution never
+    assert d is not None and d.rate >= 0.9 and d.honest >= 1 and not d.honest_named, d
     checks = {c.name: c for c in rep.checks}
     assert {"reference accepted", "starter rejected", "known-wrong rejected"} <= set(checks)
     assert all(checks[n].status == "passed" for n in ("reference accepted", "starter rejected", "known-wrong rejected"))
@@ -148,3 +150,5 @@ def test_validate_renders_a_summary_table(tmp_path, sandbox):
     text = render(report)
     assert report.ok and report.exercises[0].mutation.tested == 3
     assert "val_table" in text and "PASS" in text and "capped at 3" in text
+    d = report.exercises[0].diagnosis  # the scaffold's two known mistakes are named as themselves
+    assert (d.wrong, d.diagnosed, d.honest_named) == (2, 2, []) and "2/2   100%" in text
