@@ -152,6 +152,7 @@ def cmd_local(args: argparse.Namespace) -> int:
         if sandbox is not None:
             sandbox.close()
     verdict.timings.startup_ms = round(startup_ms, 1)
+    _draw_views(verdict, out_dir, exercise.title)
     if args.json:
         print(verdict.model_dump_json(indent=2))
     else:
@@ -161,6 +162,26 @@ def cmd_local(args: argparse.Namespace) -> int:
 
         write_junit(verdict, args.junit)
     return verdict.exit_code
+
+
+def _draw_views(verdict, out_dir: Path, title: str) -> None:
+    """``<view>.svg`` and one offline ``report.html`` from the specs T3 wrote, drawn here, after
+    the verdict and with the sandbox closed (vl-convert must not be loaded before a fork)."""
+    from judge.grading import MEDIA_TYPES
+    from judge.models import Artifact
+    from judge.views_render import RenderError, render_local
+
+    if not any(a.name.endswith(".vl.json") for a in verdict.artifacts):
+        return
+    try:
+        names = render_local(out_dir, f"{title}: your plots beside the reference's")
+    except (RenderError, OSError) as e:
+        verdict.output += ("\n" if verdict.output else "") + f"[judge] the plots could not be drawn: {e}"
+        return
+    for name in names:
+        path = out_dir / name
+        verdict.artifacts.append(Artifact(name=name, path=str(path), size=path.stat().st_size,
+                                          media_type=MEDIA_TYPES.get(path.suffix, "application/octet-stream")))
 
 
 def cmd_schema(args: argparse.Namespace) -> int:

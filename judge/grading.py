@@ -23,28 +23,23 @@ from judge.testing import Context
 
 log = logging.getLogger("judge.grading")
 MEDIA_TYPES = {".png": "image/png", ".json": "application/json", ".svg": "image/svg+xml",
-               ".csv": "text/csv", ".txt": "text/plain"}
+               ".csv": "text/csv", ".txt": "text/plain", ".html": "text/html"}
 
 
 def warm(exercises) -> None:
     """Load everything grading needs once per process, so no grading pays for it: each
-    exercise's tests, reference, oracle and experiment, and ``judge.svgplot``, which writes the
-    T3 plots (one tiny figure drawn, so its code paths are loaded and compiled)."""
+    exercise's tests, reference, oracle, experiment and views (``judge.views``: parsed once;
+    the reference's layer is computed by the first grading that writes them, or by T3 already)."""
     import torch
 
     from judge.runner import collect
-    from judge.svgplot import Figure
+    from judge.views import exercise_views
 
     torch.set_num_threads(1)  # tier tests use small tensors: threads only oversubscribe the cores
-    fig = Figure(figsize=(2, 2))
-    ax = fig.subplots()
-    ax.semilogy([1, 2], [1, 10], "o-", label="warm-up")
-    ax.set_title("warm-up", fontsize=8)
-    ax.legend(fontsize=7)
-    fig.to_svg()
     for ex in exercises:
         collect(ex)
         ex.ref, ex.oracle, ex.experiment  # noqa: B018 - cached properties: load them now
+        exercise_views(ex.root)
     # What is loaded now lives as long as the process: keep it out of the garbage collector's
     # full passes (~90 ms over ~230k objects, which would land in some grading as a stall).
     gc.freeze()
@@ -63,7 +58,9 @@ def grade(exercise: Exercise, source: str, *, sandbox: Sandbox | None, mode: str
           on_verdict: Callable[[Verdict], None] | None = None, diagnose: bool = True) -> Verdict:
     """Grade ``source`` (a submission's text) on ``exercise``.
 
-    The T3 plots are drawn after the verdict is known. When there are plots to draw,
+    The T3 artifacts (metrics.json, one Vega-Lite spec per view) are written after the verdict
+    is known; nothing is drawn here (``judge.views_render`` draws, in the caller's process).
+    When there are artifacts to write,
     ``on_verdict`` first receives the verdict without them (``artifacts_pending`` set), so a
     service can answer at once; the returned verdict lists the artifacts.
 

@@ -20,8 +20,8 @@ from judge.errors import ExerciseError, RemoteException, SubmissionFailure
 from judge.exercise import Exercise, Limits, load_module
 from judge.models import TestResult, TierResult
 from judge.readonly import InProcess
-from judge.svgplot import time_budget
 from judge.testing import Context, Feedback, is_visible
+from judge.views import exercise_views, reference_json, write as write_views
 
 log = logging.getLogger("judge.runner")
 
@@ -60,25 +60,21 @@ def _fixtures(fn: Callable, available: dict[str, Any]) -> dict[str, Any]:
 class DeferredPlots:
     """The experiment module as T3 tests see it under the judge.
 
-    ``run(impl, out_dir)`` runs the toy through the submission without drawing, and records the
-    metrics; the judge draws them with the module's ``plot(metrics, out_dir)`` once the verdict
-    is out, so the learner does not wait for the drawing. Modules without ``plot`` draw at once.
-    The metrics are measured before they are kept (``bounded_copy``): over the exercise's
-    ``metrics_bytes`` they fail the test, and nothing of them is copied or drawn.
+    ``run(impl, out_dir)`` runs the toy through the submission, writing nothing, and records the
+    metrics; once the verdict is out the judge writes them (``metrics.json``) with the
+    exercise's views bound to them and to the reference's (``draw_pending``), so the learner does
+    not wait for it. The metrics are measured before they are kept (``bounded_copy``): over the
+    exercise's ``metrics_bytes`` they fail the test, and nothing of them is copied or written.
     """
 
-    def __init__(self, module: Any, ctx: Context, limits: Limits = Limits()):
-        self._module, self._ctx, self._limits = module, ctx, limits
+    def __init__(self, module: Any, ctx: Context, limits: Limits = Limits(), exercise: Exercise | None = None):
+        self._module, self._ctx, self._limits, self._exercise = module, ctx, limits, exercise
 
     def run(self, impl: Any, out_dir: Any = None, *args: Any, **kwargs: Any) -> Any:
-        plot = getattr(self._module, "plot", None)
-        if out_dir is None or plot is None:
-            metrics = self._module.run(impl, out_dir, *args, **kwargs)
-            bounded_copy(metrics, self._limits.metrics_bytes)
-            return metrics
         metrics = self._module.run(impl, None, *args, **kwargs)
         kept = bounded_copy(metrics, self._limits.metrics_bytes)
-        self._ctx.pending_plots.append((plot, kept, out_dir, self._limits))
+        if out_dir is not None:
+            self._ctx.pending_plots.append((self._exercise, kept, out_dir, self._limits))
         return metrics
 
     def __getattr__(self, name: str) -> Any:
@@ -123,20 +119,21 @@ def bounded_copy(value: Any, limit: int) -> Any:
 
 
 def draw_pending(ctx: Context) -> list[str]:
-    """Draw what T3 recorded, within the exercise's ``plot_seconds``; returns problems (a wrong
-    submission's metrics may not plot). A file the drawing wrote that is over the exercise's
-    ``artifact_bytes`` is removed, and said so."""
-    problems = []
-    if not ctx.pending_plots:
-        return problems
-    with time_budget(min(lim.plot_seconds for *_, lim in ctx.pending_plots)):
-        for plot, metrics, out_dir, limits in ctx.pending_plots:
-            try:
-                plot(metrics, out_dir)
-            except Exception as e:  # noqa: BLE001 - a plot is a nicety; the verdict stands
-                log.warning("could not draw the plots of %s: %s", ctx.exercise, e)
-                problems.append(f"the plots could not be drawn from your metrics: {type(e).__name__}: {e}")
-            problems += cap_artifacts(Path(out_dir), limits.artifact_bytes)
+    """Write what T3 recorded: ``metrics.json`` and one ``<view>.vl.json`` per view of the
+    exercise (``judge.views``: the submission's data beside the reference's, inline); returns
+    problems to tell the learner (values that are not finite numbers, a view that could not be
+    made). A file over the exercise's ``artifact_bytes`` is removed, and said so."""
+    problems: list[str] = []
+    for exercise, metrics, out_dir, limits in ctx.pending_plots:
+        try:
+            views = exercise_views(exercise.root) if exercise is not None else ()
+            _, told = write_views(views, metrics, Path(out_dir),
+                                  (lambda v, ex=exercise: reference_json(v, ex)) if exercise is not None else None)
+            problems += told
+        except Exception as e:  # noqa: BLE001 - a plot is a nicety; the verdict stands
+            log.exception("could not write the views of %s", ctx.exercise)
+            problems.append(f"the plots could not be made from your metrics: {type(e).__name__}: {e}")
+        problems += cap_artifacts(Path(out_dir), limits.artifact_bytes)
     ctx.pending_plots.clear()
     return problems
 
@@ -159,7 +156,7 @@ def run_tiers(exercise: Exercise, sub: Any, ctx: Context, *, tiers: list[str],
     if not hasattr(sub, "__judge_violations__"):  # in-process: its inputs are kept pristine too
         sub = InProcess(sub, exercise.functions)
     available = {"sub": sub, "ctx": ctx, "ref": exercise.ref, "oracle": exercise.oracle,
-                 "experiment": DeferredPlots(exercise.experiment, ctx, exercise.limits)}
+                 "experiment": DeferredPlots(exercise.experiment, ctx, exercise.limits, exercise)}
     hide_messages = ctx.mode == "submit" and exercise.hidden_feedback == "name"
     results: list[TierResult] = []
     stopped: SubmissionFailure | None = None

@@ -1,6 +1,6 @@
 """judge.runner: a test fails for a read-only input its calls wrote even when it went on; T3's
-metrics are measured before they are kept, the plots drawn within a time budget, and an
-artifact over its size limit removed."""
+metrics are measured before they are kept, written after the verdict with the exercise's views
+bound to them, and an artifact over its size limit removed."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import torch
 
 from judge import runner
 from judge.exercise import Function, Limits
-from judge.svgplot import save_figures
 from judge.testing import Context, Feedback, visible
 
 
@@ -56,24 +55,34 @@ def test_a_toy_whose_metrics_are_too_large_fails_and_nothing_is_kept(tmp_path):
     assert ctx.pending_plots == []
 
 
-def test_plots_are_drawn_within_the_budget_and_oversized_artifacts_removed(tmp_path):
-    def plot(metrics, out_dir):
-        (out_dir / "metrics.json").write_text(json.dumps(metrics))
-        (out_dir / "big.txt").write_text("x" * 5000)
-
-        def slow(fig, m):  # a drawing that would go on for minutes: the budget stops it
-            ax = fig.subplots()
-            while True:
-                ax.plot([0.0, 1.0], [0.0, 1.0])
-                ax.render((0, 0, 100, 100), "c")
-
-        return save_figures(out_dir, metrics, [("slow.svg", (3, 2), slow)])
-
-    module = types.SimpleNamespace(run=lambda impl, out_dir=None: {"loss": 1.0}, plot=plot)
-    ctx = Context(seed=0, out_dir=tmp_path)
-    plots = runner.DeferredPlots(module, ctx, Limits(plot_seconds=0.2, artifact_bytes=4096))
-    assert plots.run(None, tmp_path) == {"loss": 1.0} and not (tmp_path / "metrics.json").exists()
-    problems = runner.draw_pending(ctx)  # without the budget, this would never return
-    assert "could not draw slow.svg" in (tmp_path / "slow.svg").read_text()
-    assert problems == ["big.txt was not kept: 5,000 bytes, over the 4,096-byte limit for one artifact"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json", "slow.svg"]
+def test_metrics_and_views_are_written_after_the_verdict_and_oversized_ones_removed(tmp_path):
+    (tmp_path / "ex" / "views").mkdir(parents=True)
+    for name, n in (("small", 3), ("big", 2000)):
+        (tmp_path / "ex" / "views" / f"{name}.vl.json").write_text(json.dumps({
+            "title": name, "description": "the loss per step",
+            "usermeta": {"judge": {"datasets": {"d": [{"columns": {"i": "#0", "y": f"{name}[#0]"}}]}}},
+            "data": {"name": "d"}, "mark": "line",
+            "encoding": {"x": {"field": "i", "type": "quantitative", "title": "step (updates)"}}}))
+    exercise = types.SimpleNamespace(slug="toy", root=tmp_path / "ex")
+    metrics = {"small": [1.0, float("nan"), 3.0], "big": [0.5] * 2000}
+    module = types.SimpleNamespace(run=lambda impl, out_dir=None: metrics)
+    ctx = Context(seed=0, out_dir=tmp_path / "out", exercise="toy")
+    reference = {"small": [2.0, 2.0, 2.0], "big": []}
+    memo_key = ("toy", "t3")
+    from judge.testing import _MEMO
+    _MEMO[memo_key] = reference
+    try:
+        plots = runner.DeferredPlots(module, ctx, Limits(artifact_bytes=20_000), exercise)
+        assert plots.run(None, ctx.out_dir) is metrics and not ctx.out_dir.exists()  # nothing before the verdict
+        problems = runner.draw_pending(ctx)
+    finally:
+        _MEMO.pop(memo_key)
+        for key in [k for k in _MEMO if k[:2] in (("toy", "views"), ("toy", "views-json"))]:
+            _MEMO.pop(key)
+    assert sorted(p.name for p in ctx.out_dir.iterdir()) == ["metrics.json", "small.vl.json"]
+    assert problems[0].startswith("1 value(s) your experiment produced for the plots are not finite")
+    assert problems[1].startswith("big.vl.json was not kept: ") and "over the 20,000-byte limit" in problems[1]
+    spec = json.loads((ctx.out_dir / "small.vl.json").read_text())
+    assert [(r["source"], r["y"]) for r in spec["datasets"]["d"]] == [
+        ("yours", 1.0), ("yours", None), ("yours", 3.0), ("reference", 2.0), ("reference", 2.0), ("reference", 2.0)]
+    assert ctx.pending_plots == []

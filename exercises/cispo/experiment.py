@@ -40,11 +40,10 @@ import argparse
 import importlib.util
 import json
 import math
-from pathlib import Path
 
 import torch
 
-from judge.svgplot import save_figures
+from judge.views import save as save_views
 from judge.testing import batch, check_tensor  # batch: independent calls, one round trip to the sandbox
 
 STALENESS = [0, 1, 2, 4, 8]
@@ -197,7 +196,7 @@ def _record_stats(done: list, draw: _Draw) -> None:
 
 
 def run(impl, out_dir=None, seed: int = 0) -> dict:
-    """Train every (anchor, staleness) lane through impl; draw the plots when out_dir is given."""
+    """Train every (anchor, staleness) lane through impl; writes metrics.json and the views when out_dir is given."""
     g = torch.Generator().manual_seed(seed)
     z0 = 0.5 * torch.randn(L, V, generator=g, dtype=DTYPE)
     z0[:, 0] -= 1.0                                                  # the best action starts unlikely
@@ -249,65 +248,12 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
         }
         traces[tr.anchor] = [list(v) for v in r_max]
 
-    # what rollout_ratio_trace.svg draws: the max ratio pi_theta / pi_rollout per step and lane
+    # what views/rollout_ratio_trace.vl.json draws: the max ratio pi_theta / pi_rollout per step and lane
     metrics["rollout_ratio_trace"] = traces["rollout"]
 
-    if out_dir is not None:
-        plot(metrics, out_dir)
+    if out_dir is not None:  # by hand (--out): metrics.json and the views, with your data
+        save_views(__file__, metrics, out_dir)
     return metrics
-
-
-# The plots are SVG written by judge.svgplot (matplotlib's calls, without its cost: ~1 ms, not tens).
-# save_figures draws each figure and, when odd metrics (a wrong solution's) break one, saves instead
-# a figure saying what could not be drawn. Same metrics, same bytes.
-def plot(metrics: dict, out_dir) -> list[str]:
-    """Draw the SVG plots and write metrics.json into out_dir from the metrics alone; returns the names."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    figures = [("clip_fraction_and_weights.svg", (8, 3.2), _draw_clip_and_weights),
-               ("rollout_ratio_trace.svg", (5, 3.2), _draw_ratio_trace)]
-    return ["metrics.json"] + save_figures(out, metrics, figures)
-
-
-def _draw_clip_and_weights(fig, metrics: dict) -> None:
-    ks = metrics["staleness"]
-    lo, hi = 1.0 - EPS_LOW, 1.0 + EPS_HIGH
-    ax = fig.subplots(1, 2)
-    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.15, top=0.9, wspace=0.22)
-    for anchor, mk in (("old", "o-"), ("rollout", "s-")):
-        ax[0].plot(ks, metrics[anchor]["clip_frac"], mk, label=f'anchor "{anchor}"')
-    ax[0].set_xlabel("sampler staleness k (steps)")
-    ax[0].set_ylabel("clip fraction")
-    ax[0].set_title("tokens whose weight was clamped")
-    ax[0].legend()
-    for anchor, mk, c, dx in (("old", "o", "C0", -0.12), ("rollout", "s", "C1", 0.12)):
-        m = metrics[anchor]
-        x = [k + dx for k in ks]
-        ax[1].vlines(x, m["ratio_min"], m["ratio_max"], colors=c, alpha=0.25, lw=6,
-                     label=f'raw ratio, "{anchor}"')
-        ax[1].vlines(x, m["weight_min"], m["weight_max"], colors=c, lw=1.5)
-        ax[1].plot(x, m["weight_min"], mk, x, m["weight_max"], mk, c=c)
-    ax[1].axhline(lo, ls="--", c="gray")
-    ax[1].axhline(hi, ls="--", c="gray")
-    ax[1].set_xlabel("sampler staleness k (steps)")
-    ax[1].set_title("weights (markers) vs raw ratios (bars)")
-    ax[1].legend(fontsize=7)
-    for a in ax:
-        a.locator_params(nbins=5)
-
-
-def _draw_ratio_trace(fig, metrics: dict) -> None:
-    ax = fig.subplots()
-    fig.subplots_adjust(left=0.14, right=0.97, bottom=0.15, top=0.95)
-    for k, trace in zip(metrics["staleness"], metrics["rollout_ratio_trace"]):
-        ax.plot(trace, label=f"k={k}")
-    ax.axhline(1.0 + EPS_HIGH, ls="--", c="gray")
-    ax.set_xlabel("training step")
-    ax.set_ylabel("max ratio pi_theta / pi_rollout")
-    ax.locator_params(nbins=5)
-    if metrics["rollout_ratio_trace"]:
-        ax.legend(fontsize=7)
 
 
 def _load(path: str):
@@ -320,7 +266,7 @@ def _load(path: str):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--impl", required=True, help="your solution file (cispo_weights, cispo_loss)")
-    ap.add_argument("--out", default=None, help="folder for plots and metrics.json")
+    ap.add_argument("--out", default=None, help="folder for metrics.json and the views (*.vl.json)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     print(json.dumps(run(_load(args.impl), args.out, args.seed), indent=2))

@@ -24,12 +24,10 @@ Run it on your file:  python exercises/glm5_mis/experiment.py --impl my_solution
 from __future__ import annotations
 
 import functools
-import json
-from pathlib import Path
 
 import torch
 
-from judge.svgplot import save_figures
+from judge.views import save as save_views
 from judge.testing import batch, check_tensor  # batch: independent calls, one round trip to the sandbox
 
 CLIP_LOW = 0.2
@@ -186,7 +184,7 @@ def clamped_bandit() -> dict:
 
 
 def run(impl, out_dir=None, seed: int = 0, bandit=None) -> dict:
-    """Run the sweep and the bandit through ``impl``; draw the plots when ``out_dir`` is given.
+    """Run the sweep and the bandit through ``impl``; writes metrics.json and the views when ``out_dir`` is given.
 
     The toy is deterministic: ``seed`` is accepted for the common interface and not used.
     ``bandit``: what runs the stale bandit (default ``stale_bandit``; the judge's T3 passes a
@@ -199,61 +197,10 @@ def run(impl, out_dir=None, seed: int = 0, bandit=None) -> dict:
     metrics = {**sweep, **{f"bandit_{k}": v for k, v in bandit.items()},
                "clamp_final_p_best": clamp["final_p_best"],
                "clamp_zero_grad_updates": clamp["zero_grad_updates"],
-               "clamp_p_best": list(clamp["p_best"])}  # the comparison curve bandit.svg draws
-    if out_dir is not None:
-        plot(metrics, out_dir)
+               "clamp_p_best": list(clamp["p_best"])}  # the comparison curve views/bandit.vl.json draws
+    if out_dir is not None:  # by hand (--out): metrics.json and the views, with your data
+        save_views(__file__, metrics, out_dir)
     return metrics
-
-
-# The plots are SVG written by judge.svgplot (matplotlib's calls, without its cost: ~1 ms, not tens).
-# save_figures draws each figure and, when odd metrics (a wrong solution's) break one, saves instead
-# a figure saying what could not be drawn. Same metrics, same bytes.
-def plot(metrics: dict, out_dir) -> list[str]:
-    """Draw sweep.svg and bandit.svg and write metrics.json from the metrics alone; returns the names."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
-    figures = [("sweep.svg", (8, 3), _draw_sweep),
-               ("bandit.svg", (8, 3), _draw_bandit)]
-    return ["metrics.json"] + save_figures(out, metrics, figures)
-
-
-def _draw_sweep(fig, m: dict) -> None:
-    lo, hi = 1 - CLIP_LOW, 1 + CLIP_HIGH
-    ax = fig.subplots(1, 2)
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.9, wspace=0.25)
-    r = m["sweep_ratios"]
-    for a in ax:
-        a.axvspan(lo, hi, color="0.92")
-        a.set_xlabel("ratio r = exp(logp - rollout_logp)")
-        a.locator_params(nbins=5)
-    ax[0].plot(r, m["sweep_clamped"], "--", color="0.5", label="clamp(r, 0.8, 1.2)")
-    ax[0].plot(r, m["sweep_weights"], color="C0", label="your masked_is_weights")
-    ax[0].set_ylabel("weight")
-    ax[0].legend(fontsize=7)
-    ax[1].plot(r, m["sweep_grad"], color="C1")
-    ax[1].set_ylabel("-N dL/dlogp  (A = 1)")
-    ax[1].set_title("gradient your loss sends", fontsize=8)
-
-
-def _draw_bandit(fig, m: dict) -> None:
-    ax = fig.subplots(1, 2)
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.95, wspace=0.25)
-    ax[0].plot(m["bandit_p_best"], "o-", ms=3, label="your rule")
-    ax[0].plot(m["clamp_p_best"], "--", color="0.5", label="clamp instead of zero")
-    ax[0].set_xlabel("update")
-    ax[0].set_ylabel("P(best action)")
-    ax[0].legend(fontsize=7)
-    retained = m["bandit_retained_mass"]
-    ax[1].bar(range(len(retained)), retained, color="C0")
-    zero = m["bandit_zero_grad_steps"]
-    ax[1].plot(zero, [0.02] * len(zero), "rx", ls="none")
-    ax[1].set_xlabel("update (x: exactly zero gradient)")
-    ax[1].set_ylabel("rollout mass retained")
-    for a in ax:
-        for k in range(0, UPDATES, REFRESH_EVERY):
-            a.axvline(k, color="0.85", lw=0.8, zorder=0)
-        a.locator_params(nbins=5)
 
 
 def _load(path: str):
@@ -270,7 +217,7 @@ if __name__ == "__main__":
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--impl", required=True, help="your solution file")
-    ap.add_argument("--out", default=None, help="folder for sweep.svg, bandit.svg, metrics.json")
+    ap.add_argument("--out", default=None, help="folder for metrics.json and the views (*.vl.json)")
     args = ap.parse_args()
     m = run(_load(args.impl), args.out)
     print(f"sweep: {m['sweep_retained']} of {len(m['sweep_ratios'])} ratios retained")

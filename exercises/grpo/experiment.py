@@ -22,11 +22,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-from pathlib import Path
 
 import torch
 
-from judge.svgplot import save_figures
+from judge.views import save as save_views
 from judge.testing import batch, check_tensor  # batch: independent calls, one round trip to the sandbox
 
 ARM_REWARDS = [0.0, 0.2, 1.0, 0.0]
@@ -195,8 +194,8 @@ def _history(probs_seen, rewards_seen, clip_seen, grads_seen) -> list[dict]:
 
 
 def run(impl, out_dir=None, seed: int = 0, train=None) -> dict:
-    """Train with std normalisation and without; return JSON-serialisable metrics (and draw
-    the plots when out_dir is given). ``train``: what makes the run (default ``_train``; the
+    """Train with std normalisation and without; return JSON-serialisable metrics (and write
+    metrics.json and the views when out_dir is given). ``train``: what makes the run (default ``_train``; the
     judge's T3 passes a faster one with the same result, see tests/_guide.py)."""
     std, nostd = (train or _train)(impl, seed)
     later = [f for row in std["clip_frac"] for f in row[1:]]
@@ -219,42 +218,9 @@ def run(impl, out_dir=None, seed: int = 0, train=None) -> dict:
         "nostd_iterations_to_0_9": nostd["iterations_to_0_9"],
         "nostd_zero_grad_epochs": nostd["zero_grad_epochs"],
     }
-    if out_dir is not None:
-        plot(metrics, out_dir)
+    if out_dir is not None:  # by hand (--out): metrics.json and the views, with your data
+        save_views(__file__, metrics, out_dir)
     return metrics
-
-
-# The plots are SVG written by judge.svgplot (matplotlib's calls, without its cost: ~1 ms, not tens).
-# save_figures draws each figure and, when odd metrics (a wrong solution's) break one, saves instead
-# a figure saying what could not be drawn. Same metrics, same bytes.
-def plot(metrics: dict, out_dir) -> list[str]:
-    """Draw bandit.svg and write metrics.json from the metrics alone; returns the names written."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
-    figures = [("bandit.svg", (8, 3), _draw_bandit)]
-    return ["metrics.json"] + save_figures(out, metrics, figures)
-
-
-def _draw_bandit(fig, m: dict) -> None:
-    ax = fig.subplots(1, 2)
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.95, wspace=0.25)
-    ax[0].plot(m["p_best"], label="GRPO (std-normalised)")
-    ax[0].plot(m["nostd_p_best"], label="no std (R - mean)")
-    ax[0].axhline(0.9, color="grey", lw=0.5, ls="--")
-    ax[0].set_xlabel("iteration")
-    ax[0].set_ylabel("P(arm 2)")
-    ax[0].set_ylim(0, 1)
-    ax[0].legend(fontsize=7)
-    cf = m["clip_frac"]
-    for e in range(len(cf[0]) if cf else 0):
-        ax[1].plot([row[e] if e < len(row) else float("nan") for row in cf], label=f"epoch {e + 1}")
-    ax[1].set_xlabel("iteration")
-    ax[1].set_ylabel("clip fraction")
-    if cf:
-        ax[1].legend(fontsize=7)
-    for a in ax:
-        a.locator_params(nbins=5)
 
 
 def _load(path: str):
@@ -267,7 +233,7 @@ def _load(path: str):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--impl", required=True, help="your solution file (defines both functions)")
-    ap.add_argument("--out", default=None, help="folder for bandit.svg and metrics.json")
+    ap.add_argument("--out", default=None, help="folder for metrics.json and the views (*.vl.json)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     res = run(_load(args.impl), args.out, args.seed)

@@ -13,7 +13,7 @@ with what token-level PPO clipping would give on the same tokens (computed here,
 
     python exercises/gspo/experiment.py --impl my_solution.py --out figs/
 
-writes ratios.svg, gradients.svg, surrogate.svg and metrics.json into figs/.
+writes metrics.json and the views ratios, gradients and surrogate (*.vl.json) into figs/.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from judge.svgplot import save_figures
+from judge.views import save as save_views
 from judge.testing import batch, check_tensor  # batch: independent calls, one round trip to the sandbox
 
 CLIP_EPS = 0.2
@@ -74,69 +74,9 @@ def _token_ppo_grad(logp, old, adv, mask, clip_eps=CLIP_EPS):
     return x.grad.detach()
 
 
-# The plots are SVG written by judge.svgplot (matplotlib's calls, without its cost: ~1 ms, not tens).
-# save_figures draws each figure and, when odd metrics (a wrong solution's) break one, saves instead
-# a figure saying what could not be drawn. Same metrics, same bytes.
-def plot(metrics: dict, out_dir) -> list[str]:
-    """Draw the three SVG plots and write metrics.json from the metrics alone; returns the names."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
-    figures = [("ratios.svg", (4.5, 3), _draw_ratios),
-               ("gradients.svg", (6, 2.8), _draw_gradients),
-               ("surrogate.svg", (6, 2.8), _draw_surrogate)]
-    return ["metrics.json"] + save_figures(out, metrics, figures)
-
-
-def _draw_ratios(fig, m: dict) -> None:
-    names = ["resp 1 (A=+1)", "resp 2 (A=+2)", "resp 3 (A=-1)"]
-    ax = fig.subplots()
-    ratios = m["ratios"]
-    colors = ["tab:red" if c else "tab:blue" for c in m["clipped"]]
-    ax.bar(range(len(ratios)), ratios, color=colors if len(colors) == len(ratios) else "tab:blue")
-    ax.axhspan(1 - CLIP_EPS, 1 + CLIP_EPS, color="grey", alpha=0.2, label="clip band [0.8, 1.2]")
-    ax.set_xticks(range(3), names, fontsize=7)
-    ax.set_ylabel("sequence ratio s_i")
-    ax.locator_params(axis="y", nbins=5)
-    ax.set_title(f"your s_i (red: clipped), clip fraction {m['clip_fraction']:.3f}", fontsize=8)
-    ax.legend(fontsize=7)
-    fig.subplots_adjust(left=0.14, right=0.97, bottom=0.12, top=0.9)
-
-
-def _draw_gradients(fig, m: dict) -> None:
-    axes = fig.subplots(1, 2)
-    for ax, key, title in ((axes[0], "grad", "your GSPO d loss/d logp"),
-                           (axes[1], "token_ppo_grad", "token-level PPO (contrast)")):
-        g = m[key]
-        im = ax.imshow(g, cmap="coolwarm", vmin=-0.35, vmax=0.35)
-        for i, row in enumerate(g):
-            for j, v in enumerate(row):
-                ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=7)
-        ax.set_title(title, fontsize=8)
-        ax.set_xticks([0, 1], ["tok 1", "tok 2"], fontsize=7)
-        ax.set_yticks([0, 1, 2], ["resp 1", "resp 2", "resp 3"], fontsize=7)
-    fig.colorbar(im, ax=axes, shrink=0.8)
-
-
-def _draw_surrogate(fig, m: dict) -> None:
-    axes = fig.subplots(1, 2)
-    sw = m["sweep"]
-    for ax, key, title in ((axes[0], "objective", "J(s) = min(sA, clip(s)A)"),
-                           (axes[1], "grad_logp", "dJ/dlogp (1 token)")):
-        ax.plot(sw["s"], sw[f"{key}_pos"], "o-", ms=3, label="A = +1")
-        ax.plot(sw["s"], sw[f"{key}_neg"], "s-", ms=3, label="A = -1")
-        for b in (1 - CLIP_EPS, 1 + CLIP_EPS):
-            ax.axvline(b, color="grey", lw=0.8, ls="--")
-        ax.set_xlabel("s", fontsize=8)
-        ax.locator_params(nbins=5)
-        ax.set_title(title, fontsize=8)
-        ax.legend(fontsize=7)
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.9, wspace=0.25)
-
-
 def run(impl, out_dir=None, seed: int = 0) -> dict:
-    """Run the diagnostic through ``impl`` (any object with sequence_ratio and gspo_loss); draw
-    the plots when ``out_dir`` is given.
+    """Run the diagnostic through ``impl`` (any object with sequence_ratio and gspo_loss); write
+    metrics.json and the views when ``out_dir`` is given.
 
     ``seed`` is accepted for the common interface; the toy is analytic and deterministic.
     """
@@ -178,8 +118,8 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
         "token_ppo_grad": [[float(v) for v in row] for row in _token_ppo_grad(logp, old, adv, mask).tolist()],
         "sweep": sweep,
     }
-    if out_dir is not None:
-        plot(metrics, out_dir)
+    if out_dir is not None:  # by hand (--out): metrics.json and the views, with your data
+        save_views(__file__, metrics, out_dir)
     return metrics
 
 
@@ -193,7 +133,7 @@ def _load(path: str):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--impl", required=True, help="your solution file (defines sequence_ratio and gspo_loss)")
-    ap.add_argument("--out", default=None, help="folder for the plots and metrics.json")
+    ap.add_argument("--out", default=None, help="folder for metrics.json and the views (*.vl.json)")
     args = ap.parse_args()
     m = run(_load(args.impl), args.out)
     print(json.dumps({k: v for k, v in m.items() if k != "sweep"}, indent=1))

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import math
 import sys
 from pathlib import Path
 
 import torch
 
-from judge.svgplot import save_figures
+from judge.views import save as save_views
 from judge.testing import batch, check_tensor  # batch: independent calls, one round trip to the sandbox
 
 N, D, E, K = 512, 8, 8, 2
@@ -52,7 +51,7 @@ def _output(pending, x: torch.Tensor) -> torch.Tensor:
 
 
 def run(impl, out_dir=None, seed: int = 0) -> dict:
-    """Run the noisy-sampler toy through impl; draw the plots when out_dir is given."""
+    """Run the noisy-sampler toy through impl; writes metrics.json and the views when out_dir is given."""
     x, u, w_expert, eps, probe = _toy(seed)
     idx_train = torch.topk(u, K, dim=-1).indices  # the trainer's own route
     sampled = []
@@ -102,11 +101,11 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
     m["router_grad_selected_norm"] = float(grad[selected].norm())
     m["router_grad_unselected_max"] = float(grad[~selected].abs().max())
 
-    # what the middle panel of r3_toy.svg draws: histograms of log10 per-token errors at the largest sigma
+    # what the middle panel of views/r3_toy.vl.json draws: log10 per-token errors at the largest sigma
     m["error_hist"] = _error_hist(*per_token[SIGMAS[-1]])
 
-    if out_dir is not None:
-        plot(m, out_dir)
+    if out_dir is not None:  # by hand (--out): metrics.json and the views, with your data
+        save_views(__file__, m, out_dir)
     return m
 
 
@@ -124,53 +123,6 @@ def _error_hist(err_rec: torch.Tensor, err_rep: torch.Tensor, flipped: torch.Ten
             "flipped": int(flipped.sum())}
 
 
-# The plots are SVG written by judge.svgplot (matplotlib's calls, without its cost: ~1 ms, not tens).
-# save_figures draws each figure and, when odd metrics (a wrong solution's) break one, saves instead
-# a figure saying what could not be drawn. Same metrics, same bytes.
-def plot(metrics: dict, out_dir) -> list[str]:
-    """Draw r3_toy.svg and write metrics.json from the metrics alone; returns the names written."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    figures = [("r3_toy.svg", (13, 3.6), _draw)]
-    return ["metrics.json"] + save_figures(out, metrics, figures)
-
-
-def _draw(fig, m: dict) -> None:
-    s = [v for v in SIGMAS if v > 0]
-
-    def pick(key):  # (sigma, value) for sigma > 0, as two lists
-        pairs = [(sg, v) for sg, v in zip(SIGMAS, m[key]) if sg > 0]
-        return [p[0] for p in pairs], [p[1] for p in pairs]
-
-    ax = fig.subplots(1, 3)
-    fig.subplots_adjust(left=0.05, right=0.99, bottom=0.15, top=0.91, wspace=0.25)
-    ax[0].loglog(*pick("recompute_err_max"), "o-", color="C3", label="recompute, max")
-    ax[0].loglog(*pick("recompute_err_mean"), "o--", color="C3", label="recompute, mean")
-    ax[0].loglog(*pick("replay_err_max"), "s-", color="C0", label="replay (R3), max")
-    ax[0].loglog(*pick("replay_err_mean"), "s--", color="C0", label="replay (R3), mean")
-    ax[0].set_xticks(s, [f"{v:g}" for v in s], fontsize=7)
-    ax[0].set_xlabel("sampler logit noise sigma")
-    ax[0].set_ylabel("||y_trainer - y_sampler||")
-    ax[0].set_title("output mismatch per token")
-    ax[0].legend(fontsize=7)
-    h = m["error_hist"]
-    edges = h["edges"]
-    if all(math.isfinite(e) for e in edges) and len(edges) - 1 == len(h["recompute"]) == len(h["replay"]):
-        # each histogram is one artist (stairs); as 2 x 30 bars it cost ~12 ms more to draw
-        ax[1].stairs(h["replay"], edges, fill=True, color="C0", alpha=0.5, label="replay")
-        ax[1].stairs(h["recompute"], edges, color="C3", lw=1.5, label="recompute")
-        ax[1].legend(fontsize=7)
-    ax[1].set_xlabel(f"log10 error at sigma={h['sigma']} ({h['flipped']} of {m['N']} flipped)")
-    ax[1].set_title("per-token errors")
-    ax[1].locator_params(nbins=5)
-    ax[2].plot(SIGMAS[:len(m["flip_frac"])], [100 * f for f in m["flip_frac"]], "o-")
-    ax[2].set_xlabel("sampler logit noise sigma")
-    ax[2].set_ylabel("% tokens whose top-k set flips")
-    ax[2].set_title(f"route flips (N={m['N']}, E={m['E']}, k={m['k']})")
-    ax[2].locator_params(nbins=5)
-
-
 def _load(path: str):
     p = Path(path).resolve()
     spec = importlib.util.spec_from_file_location("r3_impl", p)
@@ -183,7 +135,7 @@ def _load(path: str):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--impl", required=True, help="your solution file (defines moe_replay_forward)")
-    ap.add_argument("--out", default=None, help="folder for metrics.json and the plots")
+    ap.add_argument("--out", default=None, help="folder for metrics.json and the views (*.vl.json)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     metrics = run(_load(args.impl), args.out, seed=args.seed)

@@ -24,12 +24,10 @@ logits z_t; the drift and KL curves are computed from them once, after the last 
 
 import argparse
 import importlib.util
-import json
-from pathlib import Path
 
 import torch
 
-from judge.svgplot import save_figures
+from judge.views import save as save_views
 from judge.testing import batch, check_tensor  # batch: independent calls, one round trip to the sandbox
 
 D = torch.float64
@@ -119,8 +117,8 @@ def _curves(runs, z0, q):
 
 def run(impl, out_dir=None, seed=0, runs=None):
     """Run the drift toy through `impl.sc_policy_loss`; return the metrics (seed is unused: exact)
-    and draw the plots when out_dir is given. ``runs``: what makes the runs (default ``_run``;
-    the judge's T3 passes a faster one with the same result, see tests/_guide.py)."""
+    and write metrics.json and the views (views/*.vl.json) when out_dir is given. ``runs``: what
+    makes the runs (default ``_run``; the judge's T3 passes a faster one with the same result, see tests/_guide.py)."""
     z0, log_q, q, heads = _setup()
     A = 1.0
     names = ["none"] + [f"sc_k{k}" for k in HEADS]
@@ -138,37 +136,9 @@ def run(impl, out_dir=None, seed=0, runs=None):
         metrics[f"{name}_kl_end"] = kl[-1]
         metrics[f"{name}_drift_curve"] = drift
         metrics[f"{name}_kl_curve"] = kl
-    if out_dir is not None:
-        plot(metrics, out_dir)
+    if out_dir is not None:  # by hand (--out): metrics.json and the views, with your data
+        save_views(__file__, metrics, out_dir)
     return metrics
-
-
-# The plots are SVG written by judge.svgplot (matplotlib's calls, without its cost: ~1 ms, not tens).
-# save_figures draws each figure and, when odd metrics (a wrong solution's) break one, saves instead
-# a figure saying what could not be drawn. Same metrics, same bytes.
-def plot(metrics: dict, out_dir) -> list[str]:
-    """Draw drift.svg and write metrics.json from the metrics alone; returns the names written."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
-    figures = [("drift.svg", (8, 3.2), _draw)]
-    return ["metrics.json"] + save_figures(out, metrics, figures)
-
-
-def _draw(fig, metrics):
-    labels = {"none": "no centring", "sc_k6": "SC, head = vocabulary", "sc_k4": "SC, top-4 head",
-              "sc_k2": "SC, top-2 head"}
-    axes = fig.subplots(1, 2)
-    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.15, top=0.9, wspace=0.2)
-    for name in ["none"] + [f"sc_k{k}" for k in HEADS]:
-        axes[0].plot(metrics[f"{name}_drift_curve"], label=labels.get(name, name))
-        axes[1].plot(metrics[f"{name}_kl_curve"], label=labels.get(name, name))
-    axes[0].set_title("logit drift ||z_t - z_0||, A = 1")
-    axes[1].set_title("KL(q || p_t)")
-    for ax in axes:
-        ax.set_xlabel("step")
-        ax.locator_params(nbins=5)
-    axes[0].legend(fontsize=7)
 
 
 def _load(path):
@@ -181,7 +151,7 @@ def _load(path):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--impl", required=True, help="your solution file (defines sc_policy_loss)")
-    ap.add_argument("--out", default=None, help="folder for drift.svg and metrics.json")
+    ap.add_argument("--out", default=None, help="folder for metrics.json and the views (*.vl.json)")
     args = ap.parse_args()
     m = run(_load(args.impl), args.out)
     for name in ("none", "sc_k6", "sc_k4", "sc_k2"):

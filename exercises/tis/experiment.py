@@ -25,13 +25,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import math
-from pathlib import Path
 
 import torch
 
-from judge.svgplot import save_figures
+from judge.views import save as save_views
 from judge.testing import batch, check_tensor  # batch: independent calls, one round trip to the sandbox
 
 F64 = torch.float64
@@ -40,7 +38,7 @@ DELTA = [0.0, 0.3, -0.2, 0.0, -1.0, -1.5]
 REWARD = [1.0, 0.0, 0.0, 1.0, 0.0, 1.0]
 CONTRAST_RHO = [0.3, 0.5, 1.0, 2.0, 4.0]
 ESTIMATORS = ("none", "tis", "icepop", "is")
-SWEEP_RHO = (0.1, 6.0, 120)  # weights.svg: rho from 0.1 to 6, log-spaced, 120 points
+SWEEP_RHO = (0.1, 6.0, 120)  # views/weights.vl.json: rho from 0.1 to 6, log-spaced, 120 points
 # The bounds with which YOUR tis functions produce each estimator (IcePop is computed here).
 IMPL_BOUNDS = {"none": (1.0, 1.0), "tis": (0.0, 2.0), "is": (0.0, 1e6)}
 
@@ -103,7 +101,7 @@ def _stats(q, p0, f, g):
 
 
 def run(impl, out_dir=None, seed=0) -> dict:
-    """Bias/variance table through ``impl``; draws the plots when out_dir is given."""
+    """Bias/variance table through ``impl``; writes metrics.json and the views when out_dir is given."""
     del seed  # exact enumeration: nothing is random
     z0, p0, q, adv, f = _toy()
     old, rollout = torch.log(p0), torch.log(q)
@@ -167,62 +165,12 @@ def run(impl, out_dir=None, seed=0) -> dict:
                         "loss_expected": expected,
                         "loss_if_divided_by_sum_w": float(-(w_tis * a_tok).sum() / sum_w)},
     }
-    # what weights.svg draws: your weights over a log-spaced rho sweep
+    # what views/weights.vl.json draws: your weights over a log-spaced rho sweep
     s_w = _row(s_pending, SWEEP_RHO[2])
     metrics["sweep"] = {"rho": s_rho.tolist(), "tis": s_w.tolist()}
-    if out_dir is not None:
-        plot(metrics, out_dir)
+    if out_dir is not None:  # by hand (--out): metrics.json and the views, with your data
+        save_views(__file__, metrics, out_dir)
     return metrics
-
-
-# The plots are SVG written by judge.svgplot (matplotlib's calls, without its cost: ~1 ms, not tens).
-# save_figures draws each figure and, when odd metrics (a wrong solution's) break one, saves instead
-# a figure saying what could not be drawn. Same metrics, same bytes.
-def plot(metrics: dict, out_dir) -> list[str]:
-    """Draw bias_variance.svg and weights.svg and write metrics.json from the metrics alone."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    figures = [("bias_variance.svg", (8, 3.2), _draw_bias_variance),
-               ("weights.svg", (5, 3.2), _draw_weights)]
-    return ["metrics.json"] + save_figures(out, metrics, figures)
-
-
-def _draw_bias_variance(fig, metrics: dict) -> None:
-    axes = fig.subplots(1, 2)
-    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.1, top=0.82, wspace=0.25)
-    names = list(ESTIMATORS)
-    for ax, key, title in ((axes[0], "bias_norm", "||bias|| = ||E_q[w f] - E_p0[f]||"),
-                           (axes[1], "variance", "trace Cov_q(w f)")):
-        vals = [metrics[key][n] for n in names]
-        ax.bar(names, vals, color=["0.6", "tab:blue", "tab:orange", "tab:green"])
-        for i, v in enumerate(vals):
-            if math.isfinite(v):
-                ax.text(i, v, f"{v:.4f}", ha="center", va="bottom", fontsize=7)
-        ax.set_title(title, fontsize=9)
-        ax.locator_params(axis="y", nbins=5)
-    fig.suptitle("6-action toy, exact expectations (tis/none/is through your code)", fontsize=9)
-
-
-def _draw_weights(fig, metrics: dict) -> None:
-    # rho sweep: your TIS weights against IcePop and GLM-5 strict.
-    rho, w = metrics["sweep"]["rho"], metrics["sweep"]["tis"]
-    ax = fig.subplots()
-    fig.subplots_adjust(left=0.12, right=0.97, bottom=0.15, top=0.95)
-    ax.plot(rho, w, label="your TIS clamp(rho, 0, 2)", lw=2)
-    ax.plot(rho, [r if 0.5 <= r <= 2.0 else 0.0 for r in rho], "--", label="IcePop rho 1[.5 <= rho <= 2]")
-    ax.plot(rho, [r if 0.5 < r < 2.0 else 0.0 for r in rho], "-.", lw=1, label="GLM-5 strict (.5, 2)")
-    ax.plot(rho, rho, ":", color="0.5", label="full IS")
-    ax.scatter(metrics["rho"], metrics["weights"]["tis"], s=14, color="k", zorder=3,
-               label="toy actions")
-    ax.set_xscale("log")
-    ax.minorticks_off()  # plain labels at the band's bounds: mathtext 10^k labels cost ~10 ms
-    ax.set_xticks([0.1, 0.2, 0.5, 1, 2, 5], ["0.1", "0.2", "0.5", "1", "2", "5"])
-    ax.locator_params(axis="y", nbins=5)
-    ax.set_xlim(0.9 * SWEEP_RHO[0], 1.1 * SWEEP_RHO[1])  # fixed: odd weights cannot break the axis
-    ax.set_xlabel("rho = p0 / q")
-    ax.set_ylabel("weight")
-    ax.legend(fontsize=7)
 
 
 def _load(path: str):
@@ -235,7 +183,7 @@ def _load(path: str):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--impl", required=True, help="your solution file (defines tis_weights, tis_ppo_loss)")
-    ap.add_argument("--out", default=None, help="folder for the plots and metrics.json")
+    ap.add_argument("--out", default=None, help="folder for metrics.json and the views (*.vl.json)")
     a = ap.parse_args()
     m = run(_load(a.impl), a.out)
     print(f"{'':8s}{'||bias||':>10s}{'variance':>10s}")
