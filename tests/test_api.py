@@ -451,16 +451,16 @@ def test_large_documents_are_built_off_the_event_loop(tmp_path, monkeypatch):
     import threading
 
     from judge.models import Verdict
-    from judge.service import app as app_module
+    from judge.service.routers import common as app_module
 
     built: list[tuple[int, str]] = []  # (size of the verdict, thread that built its document)
-    real = app_module._document_json
+    real = app_module.document_json
 
     def spy(row):
         built.append((len(row["verdict"] or ""), threading.current_thread().name))
         return real(row)
 
-    monkeypatch.setattr(app_module, "_document_json", spy)
+    monkeypatch.setattr(app_module, "document_json", spy)
     with _idle_app(tmp_path) as c:
         store = c.app.state.store
         loop_thread = c.portal.call(lambda: threading.current_thread().name)

@@ -1,0 +1,1 @@
+"""The service's routes, one ``APIRouter`` per audience: submissions, exercises, operations."""
