@@ -44,7 +44,9 @@ def test_validation_under_every_score_function(sub, ctx):
                  torch.stack([torch.randperm(6, generator=ctx.generator(302))] * 3).to(id_dtype)),
                 (f"{name} expert_idx with 2 rows for 3 tokens", u, j[:2])]
     bad += [("a float expert_idx", u, idx.double()), ("a bool expert_idx", u, idx > 1),
-            ("1-D router_logits", u[0], idx[:1])]
+            ("1-D router_logits", u[0], idx[:1]),
+            ("a 1-D expert_idx of length N = 3", u, idx[:, 0].contiguous()),
+            ("a 3-D expert_idx of shape (3, 2, 1)", u, idx[..., None])]
     with batch(sub) as b:
         calls = []
         for sf in cases.SCORE_FUNCTIONS:

@@ -2,7 +2,8 @@
 
 Which test covers which class of mistake:
 - test_extreme_token_ratios: sampled-token log-ratios +-25 / +-60 / +-85 (float32), +-25 / +-100 /
-  +-700 (float64) under every mode: no +-20 clamp of the log-ratio (verl / SkyRL style).
+  +-700 (float64) under every mode: no +-20 clamp of the log-ratio (verl / SkyRL style); ratios
+  that overflow to inf: "mis" selects 0 (never inf * 0 = NaN), "tis" clamps.
 - test_token_ratio_ties_on_neighbouring_floats: every float64 whose exp(logp - rollout_logp) is
   exactly a bound (and the next one outward), "tis" and "mis": a log-space comparison misjudges
   them.
@@ -14,6 +15,8 @@ Which test covers which class of mistake:
   every input (heads included) and B = 0, every mode: a graph-connected 0, zero gradients.
 - test_validation_with_empty_masks: mode, bounds and shape rules with an all-empty mask, and
   B = 1 with a 0-d advantage.
+- test_policy_loss_defaults_omitted: mode, bounds and eps omitted where each default matters.
+- test_mode_none_ignores_bounds: with mode="none" invalid bounds neither raise nor matter.
 - test_drawn_shapes_match_oracle / test_large_batch_matches_reference: (B, L) drawn per seed
   (1 x 1, 1 x L, B x 1, random; k = 1 ... V) against the oracle, one batch with B * L >= 16384
   against the vectorised reference.
@@ -56,6 +59,18 @@ def test_extreme_token_ratios(sub, oracle):
                     args = (logp, rollout, th, sh, adv, mask)
                     calls.append((dtype, mag, mode, low, high, args, x,
                                   b.sc_policy_loss(x, *args[1:], mode=mode, low=low, high=high)))
+        for dtype in (F32, F64):
+            mag = shared.OVERFLOW_LOG_RATIOS[dtype][0]  # exp overflows to inf / underflows to 0
+            lr = torch.tensor([[mag], [-mag]], dtype=F64)
+            rollout = (torch.full((2, 1), -1.0, dtype=F64) - lr.clamp(min=0)).to(dtype)
+            logp = (rollout.to(F64) + lr).to(dtype)
+            th, sh = _flat_heads(2, dtype)
+            adv, mask = torch.tensor([1.5, -0.5], dtype=dtype), torch.ones(2, 1, dtype=torch.bool)
+            for mode, low, high in MODES:
+                x = leaf(logp)
+                args = (logp, rollout, th, sh, adv, mask)
+                calls.append((dtype, mag, mode, low, high, args, x,
+                              b.sc_policy_loss(x, *args[1:], mode=mode, low=low, high=high)))
     for dtype, mag, mode, low, high, args, x, pending in calls:
         rtol, _ = shared.scaled_tolerance(dtype, mag)
         kw = dict(mode=mode, low=low, high=high)
@@ -114,8 +129,9 @@ def test_tiny_probabilities(sub, oracle):
         for dtype in (F32, F64):
             t = shared.TINY_LOGP[dtype]
             # head: two ordinary tokens and two whose probabilities underflow in both heads
-            th = torch.tensor([[[math.log(0.4), math.log(0.3), t, t + 0.5]]], dtype=F64)
-            sh = torch.tensor([[[math.log(0.35), math.log(0.4), t - 0.2, t + 1.0]]], dtype=F64)
+            # (the last entry: p ordinary, q underflowing, so p / q overflows to inf)
+            th = torch.tensor([[[math.log(0.4), math.log(0.3), t, t + 0.5, math.log(0.05)]]], dtype=F64)
+            sh = torch.tensor([[[math.log(0.35), math.log(0.4), t - 0.2, t + 1.0, t]]], dtype=F64)
             logp = torch.tensor([[t + 0.1]], dtype=F64)
             rollout = torch.tensor([[t]], dtype=F64)
             th, sh, logp, rollout = (v.to(dtype) for v in (th, sh, logp, rollout))
@@ -280,3 +296,52 @@ def test_large_batch_matches_reference(sub, ref, ctx):
         loss = b.sc_policy_loss(**{**t, "logp": logp, "train_head_logp": head}, **kw)
     _check(ref, grads, t, kw, logp, head, loss,
            f"a large batch [{B}, {L}, {t['train_head_logp'].shape[-1]}] ({t['logp'].dtype}, {t['mask'].dtype} mask)")
+
+
+def test_policy_loss_defaults_omitted(sub, oracle):
+    # sc_policy_loss with mode, bounds and eps omitted: the token ratio 3 (clamped or zeroed by
+    # "tis" / "mis") and a head holding all of the trainer's mass (P_H = 1 exactly: rho =
+    # (1 - Q_H) / eps) make the defaults mode="none" and eps=1e-6 change the value.
+    with batch(sub) as b:
+        calls = []
+        for dtype in (F64, F32):
+            logp = torch.tensor([[math.log(0.6), math.log(0.3)]], dtype=F64)
+            rollout = logp - torch.tensor([[math.log(3.0), 0.2]], dtype=F64)
+            th = torch.log(torch.tensor([[[0.5, 0.5], [0.6, 0.4]]], dtype=F64))     # P_H = 1
+            sh = torch.log(torch.tensor([[[0.5, 0.3], [0.3, 0.3]]], dtype=F64))     # Q_H = .8, .6
+            args = tuple(v.to(dtype) for v in (logp, rollout, th, sh)) + (
+                torch.tensor([1.5], dtype=dtype), torch.ones(1, 2, dtype=torch.bool))
+            x, xh = leaf(args[0]), leaf(args[2])
+            calls.append((dtype, args, x, xh, b.sc_policy_loss(x, args[1], xh, *args[3:])))
+    for dtype, args, x, xh, pending in calls:
+        shown = dict(zip(("logp", "rollout_logp", "train_head_logp", "sampler_head_logp", "advantages",
+                          "mask"), args))
+        what = f"sc_policy_loss with mode, low, high and eps omitted ({dtype}; defaults 'none', 0, 2, 1e-6)"
+        loss = pending.value
+        assert_close(loss, oracle.sc_policy_loss(*args), what=what, inputs=shown)
+        loss.backward()
+        g_logp, g_head = oracle.sc_policy_loss_grads(*args)
+        assert_close(x.grad, g_logp, what=f"d loss / d logp, {what}", inputs=shown)
+        assert_close(xh.grad, g_head, what=f"d loss / d train_head_logp, {what}", inputs=shown)
+
+
+def test_mode_none_ignores_bounds(sub, ctx):
+    # With mode="none" the bounds are unused (spec, Validation): invalid ones neither raise nor
+    # change the value.
+    t, _ = cases.loss_case(ctx.generator(304), 2, 3, 5, 2, F64, 0, pad=False)
+    with batch(sub) as b:
+        base = b.sc_policy_loss(**t, mode="none")
+        odd = [((low, high), b.sc_policy_loss(**t, mode="none", low=low, high=high),
+                b.sc_correction(t["train_head_logp"], t["sampler_head_logp"], mode="none", low=low, high=high))
+               for low, high in ((-1.0, 2.0), (3.0, 1.0), (0.0, math.nan))]
+        base_c = b.sc_correction(t["train_head_logp"], t["sampler_head_logp"])
+    for (low, high), loss, corr in odd:
+        try:
+            got, got_c = loss.value, corr.value
+        except ValueError as e:
+            raise Feedback(f"mode='none' with low={low}, high={high} raised ValueError ({e}); the bounds are "
+                           f"only validated for 'tis' and 'mis'") from None
+        assert_close(got, base.value, what=f"sc_policy_loss(mode='none', low={low}, high={high}) versus the "
+                                           f"defaults (the bounds are unused)", inputs=t)
+        assert_close(got_c, base_c.value, what=f"sc_correction(mode='none', low={low}, high={high}) versus the "
+                                              f"defaults", inputs=t)
