@@ -16,6 +16,8 @@ STAMP := $(VENV)/.judge-installed
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
+	@# the browser test of report.html (tests/test_report_html.py) drives Debian's chromium
+	command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || (apt-get update && apt-get install -y chromium)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q $(PIP_EXTRA) "$(TORCH_SPEC)"
 	$(PY) -m pip install -q $(PIP_EXTRA) -e ".[test]" "$(TORCH_SPEC)"

@@ -61,8 +61,9 @@ def png(spec: dict, theme: str = "light", scale: float = 2.0) -> bytes:
 @lru_cache(maxsize=1)
 def _bundle() -> str:
     """vega, vega-lite and vega-embed as one script (from vl-convert: no network), as
-    ``window.vegaEmbed``; ``</`` escaped so it cannot close the script element."""
-    return _vlc().javascript_bundle().replace("</", "<\\/")
+    ``window.vegaEmbed``; a ``</script`` in it written ``<\\/script`` (the same in a string or
+    a regular expression) so it cannot close the script element."""
+    return re.sub(r"</(script)", r"<\\/\1", _vlc().javascript_bundle(), flags=re.IGNORECASE)
 
 
 def _script_json(value) -> str:
