@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import os
 import re
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from judge.errors import JudgeError
 from judge.views import DARK, LIGHT, SUFFIX, themed
 
 _OWNER: list[int] = []  # the pid that initialised vl-convert
+_LOCK = threading.Lock()  # one conversion at a time (the service's routes draw from threads)
 # <view>.svg, <view>.png, <view>-dark.svg, <view>-dark.png: drawn from <view>.vl.json
 _DRAWN = re.compile(r"^(?P<view>[A-Za-z0-9_.-]+?)(?P<dark>-dark)?\.(?P<fmt>svg|png)$")
 
@@ -45,7 +47,8 @@ def _vlc():
 def svg(spec: dict, theme: str = "light") -> str:
     """The view drawn as SVG text."""
     try:
-        return _vlc().vegalite_to_svg(themed(spec, theme))
+        with _LOCK:
+            return '<?xml version="1.0" encoding="UTF-8"?>\n' + _vlc().vegalite_to_svg(themed(spec, theme))
     except ValueError as e:
         raise RenderError(f"could not draw the view: {e}") from e
 
@@ -53,7 +56,8 @@ def svg(spec: dict, theme: str = "light") -> str:
 def png(spec: dict, theme: str = "light", scale: float = 2.0) -> bytes:
     """The view drawn as PNG bytes (``scale`` pixels per SVG unit)."""
     try:
-        return _vlc().vegalite_to_png(themed(spec, theme), scale=scale)
+        with _LOCK:
+            return _vlc().vegalite_to_png(themed(spec, theme), scale=scale)
     except ValueError as e:
         raise RenderError(f"could not draw the view: {e}") from e
 

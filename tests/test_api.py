@@ -76,15 +76,21 @@ def test_reference_is_accepted_with_artifacts(service, graded):
         assert [t["status"] for t in doc["verdict"]["tiers"]] == ["passed"] * 4
         doc = settled(c, doc)
         arts = {a["name"]: a for a in doc["verdict"]["artifacts"]}
-        assert "metrics.json" in arts and any(n.endswith(".svg") for n in arts)
+        assert "metrics.json" in arts and {"bandit.vl.json", "sweep.vl.json"} <= set(arts)
         for a in arts.values():  # the storage key is the URL, never a server path
             assert a["path"] == f"/submissions/{doc['id']}/artifacts/{a['name']}"
             f = c.get(a["path"])
             assert f.status_code == 200 and f.headers["content-type"].startswith(a["media_type"])
             assert len(f.content) == a["size"]
-        svg = next(n for n in arts if n.endswith(".svg"))
-        assert arts[svg]["media_type"] == "image/svg+xml"
-        assert c.get(arts[svg]["path"]).content.startswith(b"<?xml")
+        spec = json.loads(c.get(arts["bandit.vl.json"]["path"]).content)  # the data inline, both sources
+        assert {r["source"] for r in spec["datasets"]["p_best"]} == {"yours", "reference"}
+        base = f"/submissions/{doc['id']}/artifacts/bandit"
+        for suffix, media, head in ((".svg", "image/svg+xml", b"<?xml"), ("-dark.svg", "image/svg+xml", b"<?xml"),
+                                    (".png", "image/png", b"\x89PNG")):
+            drawn = c.get(base + suffix)  # drawn from the spec when first asked for, then kept
+            assert drawn.status_code == 200 and drawn.headers["content-type"] == media, drawn.text[:200]
+            assert drawn.content.startswith(head) and c.get(base + suffix).content == drawn.content
+        assert c.get(f"/submissions/{doc['id']}/artifacts/nosuchview.svg").status_code == 404
         json.loads(c.get(arts["metrics.json"]["path"]).content)
 
 
@@ -323,9 +329,8 @@ def test_exercises(service):
         assert d["spec"].startswith("#") and "NotImplementedError" in d["starter"]
         assert d["limits"]["total_seconds"] > 0
         names = {p["name"] for p in d["previews"]}
-        assert "metrics.json" in names and any(n.endswith(".svg") for n in names)
-        svg = next(p for p in d["previews"] if p["name"].endswith(".svg"))
-        r = c.get(svg["url"])
+        assert "metrics.json" in names and "bandit.vl.json" in names
+        r = c.get("/exercises/glm5_mis/previews/bandit.svg")  # drawn from the reference's spec, then kept
         assert r.status_code == 200 and r.headers["content-type"] == "image/svg+xml" and r.content.startswith(b"<?xml")
         assert r.headers["content-security-policy"] == "default-src 'none'; sandbox"  # no script in an SVG
         r = c.get("/exercises/glm5_mis/starter.py")

@@ -224,7 +224,7 @@ def test_drawn_views_svg_png_and_their_cache(tmp_path):
     assert views_render.artifact_for(tmp_path, "other.svg") is None
     path = views_render.artifact_for(tmp_path, "ratios.svg")
     text = path.read_text()
-    assert text.startswith("<svg") and text.count('role="graphics-symbol"') >= 6  # 3 bars of each source
+    assert text.startswith("<?xml") and "<svg" in text[:100] and text.count('role="graphics-symbol"') >= 6  # 3 bars of each source
     stamp = path.stat().st_mtime_ns
     assert views_render.artifact_for(tmp_path, "ratios.svg").stat().st_mtime_ns == stamp  # cached
     dark = views_render.artifact_for(tmp_path, "ratios-dark.svg").read_text()

@@ -8,6 +8,7 @@ import mimetypes
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
 
+from judge import views_render
 from judge.service.files import list_regular_files, open_regular_file
 from judge.service.routers.common import AUTH, FILE_CONTENT, Service, errors
 from judge.service.schemas import ExerciseDetail, ExerciseSummary, FunctionInfo, LimitsInfo, Preview
@@ -51,9 +52,17 @@ def router(s: Service) -> APIRouter:
     @r.get("/exercises/{slug}/previews/{name}", dependencies=AUTH, response_class=Response, tags=["exercises"],
            responses={200: {"content": FILE_CONTENT, "description": "the file"}, **errors(404, 429, 503)})
     def get_preview(slug: str, name: str, request: Request):
-        """One of the reference's T3 artifacts, streamed from disk."""
+        """One of the reference's T3 artifacts, streamed from disk (a view's SVG or PNG is drawn
+        from its spec when first asked for, then kept)."""
         s.exercise_of(slug)
-        return s.serve_file(s.client(request), open_regular_file(s.previews[slug], name),
+        opened = open_regular_file(s.previews[slug], name)
+        if opened is None and views_render.drawable(name) is not None and s.previews[slug].is_dir():
+            try:
+                if views_render.artifact_for(s.previews[slug], name) is not None:
+                    opened = open_regular_file(s.previews[slug], name)
+            except views_render.RenderError:
+                opened = None
+        return s.serve_file(s.client(request), opened,
                           mimetypes.guess_type(name)[0] or "application/octet-stream", name,
                           f"exercise {slug} has no preview {name!r}")
 

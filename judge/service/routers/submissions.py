@@ -9,7 +9,8 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
-from judge.models import Verdict
+from judge import views_render
+from judge.models import Artifact, Verdict
 from judge.service.files import open_regular_file
 from judge.service.guard import SUBMISSION_ID, ApiError
 from judge.service.routers import common
@@ -28,6 +29,19 @@ SSE_EVENT = {"type": "object", "description": "one server-sent event (OpenAPI 3.
              "required": ["event", "data"]}
 
 
+
+
+def _drawn(folder, name: str, missing: str):
+    """(an Artifact for ``name``, a view of ``folder`` drawn as SVG or PNG by this process and
+    kept beside its spec, or None; the message when there is none)."""
+    try:
+        path = views_render.artifact_for(folder, name)
+    except views_render.RenderError as e:
+        return None, f"{name!r} could not be drawn: {e.message}"
+    if path is None:
+        return None, missing
+    return Artifact(name=name, path=str(path), size=path.stat().st_size,
+                    media_type="image/svg+xml" if name.endswith(".svg") else "image/png"), missing
 
 
 def router(s: Service) -> APIRouter:
@@ -113,17 +127,23 @@ def router(s: Service) -> APIRouter:
     @r.get("/submissions/{sid}/artifacts/{name}", dependencies=AUTH, response_class=Response, tags=["submissions"],
            responses={200: {"content": FILE_CONTENT, "description": "the file"}, **errors(400, 404, 429, 503)})
     async def get_artifact(sid: str, name: str, request: Request):
-        """A file the submission's experiment wrote (a plot, metrics.json), with its media type,
-        streamed from disk. Plots are drawn just after the verdict: while they are pending this
-        waits for them. 429 or 503 when too many downloads are in flight (the client's or all)."""
+        """A file the submission's experiment wrote (metrics.json, a view's Vega-Lite spec
+        ``<view>.vl.json``), with its media type, streamed from disk; ``<view>.svg``,
+        ``<view>.png`` and their ``-dark`` variants are drawn from the spec when first asked
+        for, then kept. The artifacts are written just after the verdict: while they are pending
+        this waits for them. 429 or 503 when too many downloads are in flight (the client's or all)."""
         art, pending = await run_in_threadpool(listed_artifact, request, sid, name)
         deadline = time.monotonic() + ARTIFACT_WAIT
         while pending and time.monotonic() < deadline:
             await s.changes.wait(sid, deadline - time.monotonic())
             art, pending = await run_in_threadpool(listed_artifact, request, sid, name)
+        missing = f"submission {sid} has no artifact {name!r}"
+        if art is None and views_render.drawable(name) is not None:  # a view drawn on request, then kept
+            spec, _ = await run_in_threadpool(listed_artifact, request, sid, views_render.drawable(name)[0])
+            if spec is not None:
+                art, missing = await run_in_threadpool(_drawn, artifacts_dir(s.cfg, sid), name, missing)
         opened = await run_in_threadpool(open_regular_file, artifacts_dir(s.cfg, sid), name) if art else None
-        return s.serve_file(s.client(request), opened, art.media_type if art else "", name,
-                          f"submission {sid} has no artifact {name!r}")
+        return s.serve_file(s.client(request), opened, art.media_type if art else "", name, missing)
 
     @r.get("/submissions/{sid}/events", dependencies=AUTH, response_class=Response, tags=["submissions"],
            responses={200: {"content": {"text/event-stream": {"schema": SSE_EVENT}},
