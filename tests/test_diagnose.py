@@ -74,3 +74,23 @@ def test_a_sandboxed_submission_is_named_by_the_mistakes_replayed_in_process(nam
     w = GSPO.wrong_solution(name)
     v = grade(GSPO, w.source, sandbox=sandbox, mode="submit", seed=11, tiers=[w.expect_tier])
     assert name in {m.name for m in _named(v).values()}, [r.message for t in v.tiers for r in t.tests][:3]
+
+
+# The same mistakes written another way: on the independent solution (masked_fill style, tensor
+# bounds, a Python-int count), not on the reference the catalogue's entries edit.
+INDEPENDENT = (EXERCISES_DIR.parent / "tests" / "solutions" / "glm5_mis_independent.py").read_text()
+REWRITTEN = {
+    "inclusive_endpoints": ("ratio.gt(lo).logical_and(ratio.lt(hi))", "ratio.ge(lo).logical_and(ratio.le(hi))"),
+    "clamp_instead_of_zero": ("return ratio.masked_fill(inside.logical_not(), 0.0)",
+                              "return torch.clamp(ratio, lo, hi).masked_fill(pad, 0.0)"),
+    "denominator_retained": ("n_tokens = int(torch.count_nonzero(pad.logical_not()))",
+                             "n_tokens = int(torch.count_nonzero(w))"),
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(REWRITTEN))
+def test_a_mistake_written_differently_is_still_named(mistake):
+    old, new = REWRITTEN[mistake]
+    assert INDEPENDENT.count(old) == 1
+    v = grade(GLM5, INDEPENDENT.replace(old, new), sandbox=None, mode="submit", seed=4321)
+    assert v.verdict == "rejected" and {m.name for m in _named(v).values()} == {mistake}
