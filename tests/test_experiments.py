@@ -1,9 +1,10 @@
-"""Every exercise's experiment separates the toy from the drawing.
+"""Every exercise's experiment computes metrics only; its plots are views of them.
 
-Under the judge, T3 runs ``experiment.run(sub, None)`` and the plots are drawn after the verdict
-with ``experiment.plot(metrics, out_dir)``, from the metrics alone. So ``plot`` must write every
-file it names, ``metrics.json`` must hold the metrics, and the metrics a wrong submission can
-produce (NaN, inf, empty lists) must still give plots rather than a crash.
+Under the judge, T3 runs ``experiment.run(sub, None)`` and, after the verdict, the judge writes
+``metrics.json`` and the exercise's views (``views/*.vl.json``, ``judge.views``) bound to them.
+By hand, ``run(impl, out_dir)`` writes the same files with the learner's data alone. The metrics
+a wrong submission can produce (NaN, inf, empty lists) must still give views (nulls, counted)
+rather than a crash.
 """
 
 from __future__ import annotations
@@ -11,17 +12,15 @@ from __future__ import annotations
 import json
 import math
 import types
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 import torch
 
+from judge import views
 from judge.exercise import discover, load_module
 
 EXERCISES = discover()
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-SVG_ROOT = "{http://www.w3.org/2000/svg}svg"
 _METRICS: dict[str, dict] = {}
 
 
@@ -29,7 +28,7 @@ def _reference_metrics(slug: str) -> dict:
     if slug not in _METRICS:
         ex = EXERCISES[slug]
         _METRICS[slug] = ex.experiment.run(ex.ref, None)
-    return json.loads(json.dumps(_METRICS[slug]))  # a fresh copy: plot must not need the original
+    return json.loads(json.dumps(_METRICS[slug]))  # a fresh copy: the views must not need the original
 
 
 def _map_floats(x, f):
@@ -48,36 +47,33 @@ def _empty_lists(x):
     return [] if isinstance(x, list) else x
 
 
-def _check_written(names, out_dir):
-    assert "metrics.json" in names, names
-    assert any(n.endswith((".svg", ".png")) for n in names), f"no plot (SVG or PNG) among {names}"
-    assert sorted(p.name for p in out_dir.iterdir()) == sorted(names), "plot must return every file it wrote"
-    for name in names:
-        path = out_dir / name
-        assert path.is_file(), name
-        if name.endswith(".png"):
-            assert path.read_bytes()[:8] == PNG_SIGNATURE, f"{name} is not a PNG"
-        if name.endswith(".svg"):  # well-formed XML (text escaped), an <svg> root
-            assert ET.fromstring(path.read_bytes()).tag == SVG_ROOT, f"{name} is not an SVG"
+def _check_written(slug, names, out_dir):
+    found = views.exercise_views(EXERCISES[slug].root)
+    assert names == ["metrics.json"] + [v.file_name for v in found], names
+    assert sorted(p.name for p in out_dir.iterdir()) == sorted(names), "every file written is named"
+    for view in found:
+        spec = json.loads((out_dir / view.file_name).read_text())
+        assert set(spec["datasets"]) == {n for n, _ in view.datasets}
+        for rows in spec["datasets"].values():
+            assert all(r["source"] == "yours" for r in rows)  # by hand: your data alone
 
 
 @pytest.mark.parametrize("slug", sorted(EXERCISES))
-def test_plot_draws_from_the_metrics(slug, tmp_path):
+def test_run_by_hand_writes_the_metrics_and_the_views(slug, tmp_path):
     experiment = EXERCISES[slug].experiment
     metrics = _reference_metrics(slug)
-    names = experiment.plot(metrics, tmp_path / "out")  # a folder that does not exist yet
-    _check_written(names, tmp_path / "out")
-    saved = json.loads((tmp_path / "out" / "metrics.json").read_text())
-    assert saved == json.loads(json.dumps(metrics))
-    again = experiment.plot(metrics, tmp_path / "again")  # same metrics, same bytes (no date, fixed ids)
-    assert again == names
+    names = views.save(EXERCISES[slug].experiment_path, metrics, tmp_path / "out")  # what run(impl, out) calls
+    _check_written(slug, names, tmp_path / "out")
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text()) == metrics
+    again = views.save(EXERCISES[slug].experiment_path, metrics, tmp_path / "again")  # same metrics, same bytes
     for name in names:
         assert (tmp_path / "again" / name).read_bytes() == (tmp_path / "out" / name).read_bytes(), name
+    assert "plot" not in vars(experiment) and "save_views" in vars(experiment)  # metrics only: no drawing
 
 
 @pytest.mark.parametrize("odd", ["nan", "inf", "empty_lists"])
 @pytest.mark.parametrize("slug", sorted(EXERCISES))
-def test_plot_survives_odd_metrics(slug, odd, tmp_path):
+def test_views_survive_odd_metrics(slug, odd, tmp_path):
     """A wrong submission's metrics: every float NaN (or +-inf), or every list empty."""
     metrics = _reference_metrics(slug)
     if odd == "nan":
@@ -86,8 +82,11 @@ def test_plot_survives_odd_metrics(slug, odd, tmp_path):
         metrics = _map_floats(metrics, lambda v: math.inf if v >= 0 else -math.inf)
     else:
         metrics = _empty_lists(metrics)
-    names = EXERCISES[slug].experiment.plot(metrics, tmp_path)
-    _check_written(names, tmp_path)
+    found = views.exercise_views(EXERCISES[slug].root)
+    names, told = views.write(found, metrics, tmp_path)
+    _check_written(slug, names, tmp_path)
+    if odd != "empty_lists":  # every float the views read is now null, and the learner is told
+        assert told and "not finite numbers" in told[0]
 
 
 # --- guided runs: a toy of sequential steps checked along the reference's trajectory ---------------

@@ -20,7 +20,8 @@ def test_judge_new_writes_the_folder_layout(tmp_path, capsys):
     assert main(["new", "scaffold_layout", "--root", str(tmp_path), "--title", "Masked means"]) == 0
     ex_dir, ref_dir = tmp_path / "exercises" / "scaffold_layout", tmp_path / "reference" / "scaffold_layout"
     for rel in ("exercise.toml", "spec.md", "starter.py", "experiment.py", "tests/test_t0_contracts.py",
-                "tests/test_t1_oracle.py", "tests/test_t2_properties.py", "tests/test_t3_experiment.py"):
+                "tests/test_t1_oracle.py", "tests/test_t2_properties.py", "tests/test_t3_experiment.py",
+                "views/loss.vl.json", "views/fit.vl.json"):
         assert (ex_dir / rel).is_file(), rel
     for rel in ("solution.py", "oracle.py", "wrong/divide_by_length.py", "wrong/multiply_by_mask.py"):
         assert (ref_dir / rel).is_file(), rel

@@ -34,7 +34,7 @@ def test_exercise_validates(folder, sandbox):
     assert {"reference accepted", "starter rejected", "known-wrong rejected"} <= set(checks)
     assert all(checks[n].status == "passed" for n in ("reference accepted", "starter rejected", "known-wrong rejected"))
     artifacts = checks["T3 artifacts"].detail.split(", ")
-    assert "metrics.json" in artifacts and any(a.endswith(".svg") for a in artifacts), artifacts
+    assert "metrics.json" in artifacts and any(a.endswith(".vl.json") for a in artifacts), artifacts
 
 
 def _scaffold(tmp_path, slug):

@@ -263,3 +263,20 @@ def test_judge_local_draws_svgs_and_one_report(tmp_path):
     page = (tmp_path / "report.html").read_text()
     assert page.count('class="view"') == 3 and "vegaEmbed" in page
     assert "https://" not in page.split("<script>")[0]  # nothing fetched by the page's markup
+
+
+def test_the_scaffold_declares_its_views_the_same_way(tmp_path, validator):
+    from judge.authoring.scaffold import new_exercise
+    from judge.exercise import load_exercise
+
+    new_exercise("scaffold_views", root=tmp_path)
+    ex = load_exercise(tmp_path / "exercises" / "scaffold_views")
+    ref = ex.experiment.run(ex.ref, None)
+    found = views.exercise_views(ex.root)
+    assert [v.name for v in found] == ["fit", "loss"]
+    for view in found:
+        spec, count = views.bind(view, ref, views.dataset_rows(view, ref, "reference")[0])
+        assert validator.is_valid(spec) and count.nulls == 0
+        assert {r["source"] for rows in spec["datasets"].values() for r in rows} == {"yours", "reference"}
+    names = ex.experiment.run(ex.ref, tmp_path / "figs") and sorted(p.name for p in (tmp_path / "figs").iterdir())
+    assert names == ["fit.vl.json", "loss.vl.json", "metrics.json"]  # by hand: metrics and views

@@ -74,7 +74,7 @@ def test_previews_are_built_once(cfg, worker):
     worker.build_preview(ex)
     folder = preview_dir(cfg, ex)
     files = sorted(p.name for p in folder.iterdir())
-    assert "metrics.json" in files and any(f.endswith(".svg") for f in files)
+    assert "metrics.json" in files and {"bandit.vl.json", "sweep.vl.json"} <= set(files)
     mtime = (folder / "metrics.json").stat().st_mtime
     worker.build_preview(ex)  # cached
     assert (folder / "metrics.json").stat().st_mtime == mtime

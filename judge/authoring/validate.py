@@ -8,7 +8,7 @@ For each exercise folder:
   and spec section; ``mutants.toml``'s ``[[equivalent]]`` entries have an id and a reason.
 - **spec**: ``spec.md`` mentions every declared function.
 - **reference accepted** (through the sandbox, submit mode, the validation seed).
-- **T3 artifacts**: that run wrote a plot (SVG or PNG) and ``metrics.json``.
+- **T3 artifacts**: that run wrote ``metrics.json`` and at least one view (``<view>.vl.json``).
 - **limits**: that run fits the exercise's time and CPU limits (a warning above half of them).
 - **deterministic**: the reference and one known-wrong solution graded twice with the same seed
   give the same document apart from timings.
@@ -188,14 +188,14 @@ def _check_reference(ex: Exercise, g: _Grader, work: Path) -> tuple[list[CheckRe
     else:
         out.append(_result("reference accepted", "failed", f"{v.verdict}: {_failures(v)}", t0))
     t0 = time.perf_counter()  # the next two checks read the same run
-    kinds = {a.media_type for a in v.artifacts}
     names = sorted(a.name for a in v.artifacts)
-    if kinds & {"image/svg+xml", "image/png"} and "metrics.json" in names:
+    if any(n.endswith(".vl.json") for n in names) and "metrics.json" in names:
         out.append(_result("T3 artifacts", "passed", ", ".join(names), t0))
     else:
         out.append(_result("T3 artifacts", "failed",
-                           f"T3 wrote {names or 'nothing'}; it must write at least one plot (SVG or "
-                           f"PNG) and metrics.json into ctx.out_dir", t0))
+                           f"T3 wrote {names or 'nothing'}; it must write metrics.json and at least one "
+                           f"view (the exercise's views/<name>.vl.json, bound to the metrics): T3 runs "
+                           f"experiment.run(sub, ctx.out_dir)", t0))
     # limits
     lim = ex.limits
     total_s, cpu_s = v.timings.total_ms / 1000, v.resources.cpu_ms / 1000

@@ -6,7 +6,8 @@ targets; the empty row gets no gradient and stays at 0.
 
     python exercises/__SLUG__/experiment.py --impl my_solution.py --out figs/
 
-writes loss.svg, fit.svg and metrics.json into figs/.
+writes metrics.json and the views loss and fit (views/*.vl.json, your data) into figs/; under the
+judge, T3's views show your run beside the reference's.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from judge.svgplot import save_figures
+from judge.views import save as save_views
 from judge.testing import check_tensor
 
 LENGTHS = (1, 2, 3, 5, 8, 0)
@@ -35,44 +36,13 @@ def _targets(seed: int):
     return y.masked_fill(~mask, PAD), mask
 
 
-# The plots are SVG written by judge.svgplot: matplotlib's calls (Figure, subplots, plot, semilogy,
-# bar, legend, ...) at ~1 ms a figure instead of tens, which the service pays for every submission
-# (the judge's docs/authoring.md, "T3"). save_figures draws each figure and, when odd metrics (a
-# wrong solution's) break one, saves instead a figure saying what could not be drawn. Same
-# metrics, same bytes.
-def plot(m: dict, out_dir) -> list[str]:
-    """Draw the plots and write metrics.json from the metrics alone (the judge calls this after
-    the verdict); returns the names written."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "metrics.json").write_text(json.dumps(m, indent=1))
-    figures = [("loss.svg", (4.5, 3), _draw_loss), ("fit.svg", (4.5, 3), _draw_fit)]
-    return ["metrics.json"] + save_figures(out_dir, m, figures)
-
-
-def _draw_loss(fig, m: dict) -> None:
-    ax = fig.subplots()
-    ax.semilogy([max(v, 1e-30) for v in m["losses"]])  # ticks at decades, 1-2-5 under two decades
-    ax.locator_params(axis="x", nbins=5)
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss (log scale)")
-    ax.set_title("gradient descent through your masked_mean", fontsize=8)
-    fig.subplots_adjust(left=0.16, right=0.97, bottom=0.15, top=0.9)
-
-
-def _draw_fit(fig, m: dict) -> None:
-    ax = fig.subplots()
-    rows = range(len(m["theta"]))
-    ax.bar([r - 0.2 for r in rows], m["theta"], width=0.4, label="fitted theta")
-    ax.bar([r + 0.2 for r in rows], m["target_means"], width=0.4, label="mean of valid targets")
-    ax.set_xticks(list(rows), [f"n={n}" for n in LENGTHS], fontsize=7)
-    ax.locator_params(axis="y", nbins=5)
-    ax.legend(fontsize=7)
-    fig.subplots_adjust(left=0.12, right=0.97, bottom=0.12, top=0.95)
-
-
+# The plots are views of the metrics: views/loss.vl.json and views/fit.vl.json are Vega-Lite specs
+# whose datasets name the metrics (usermeta.judge.datasets). This file computes metrics only; the
+# judge binds the submission's and the reference's into each view after the verdict (the judge's
+# docs/authoring.md, "Writing a view").
 def run(impl, out_dir=None, seed: int = 0) -> dict:
-    """Fit theta through ``impl.masked_mean``; returns the metrics (and writes plots to out_dir)."""
+    """Fit theta through ``impl.masked_mean``; returns the metrics (and writes metrics.json and the
+    views to out_dir)."""
     y, mask = _targets(seed)
     theta = torch.zeros(len(LENGTHS), dtype=torch.float64, requires_grad=True)
     losses = []
@@ -97,7 +67,7 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
         "final_loss": losses[-1],
     }
     if out_dir is not None:
-        plot(metrics, out_dir)
+        save_views(__file__, metrics, out_dir)
     return metrics
 
 
@@ -111,6 +81,6 @@ def _load(path: str):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--impl", required=True, help="your solution file (defines masked_mean)")
-    ap.add_argument("--out", default=None, help="folder for the plots and metrics.json")
+    ap.add_argument("--out", default=None, help="folder for metrics.json and the views (*.vl.json)")
     args = ap.parse_args()
     print(json.dumps({k: v for k, v in run(_load(args.impl), args.out).items() if k != "losses"}, indent=1))
