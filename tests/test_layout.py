@@ -1,7 +1,7 @@
 """The package layout holds: no import cycle among the judge's modules, and each audience's
 subpackage depends only on what it may.
 
-- ``judge/*.py`` and ``judge/svgplot/`` are the grading core; ``judge/box/`` is the sandbox
+- ``judge/*.py`` are the grading core; ``judge/box/`` is the sandbox
   client the core grades through. Neither imports ``judge.service`` or ``judge.authoring``
   (``judge/cli.py`` excepted: it is the shell that dispatches to both).
 - ``judge/service/`` (the API) and ``judge/authoring/`` (an author's tools) both use the core and
@@ -44,7 +44,7 @@ MODULES = _modules()
 
 
 def _resolve(name: str) -> str | None:
-    """The project module ``name`` refers to (``judge.svgplot.style`` for the module, or its
+    """The project module ``name`` refers to (``judge.box.replies`` for the module, or its
     package for a name defined in one), None outside the project."""
     while name:
         if name in MODULES:
@@ -174,7 +174,7 @@ def test_the_graph_sees_the_packages():
     assert "judge.box.sandbox" in GRAPH["judge.grading"]
     assert "judge.service.store" in GRAPH["judge.service.app"]
     assert "judge.authoring.mutate" in GRAPH["judge.authoring.validate"]  # a function-level import
-    assert "judge.svgplot.style" in GRAPH["judge.svgplot.axes"]  # `from judge.svgplot import style`
+    assert "judge.box.replies" in GRAPH["judge.grading"]  # `from judge.box import replies`
 
 
 def test_no_import_cycle():
@@ -204,7 +204,7 @@ def test_imports_of_reads_every_form(tmp_path):
     src.write_text(
         "from typing import TYPE_CHECKING\n"
         "import judge.errors\n"
-        "from judge.svgplot import style, Figure\n"
+        "from judge.box import replies, Sandbox\n"
         "from . import report\n"
         "if TYPE_CHECKING:\n"
         "    from judge.box.job import Job\n"
@@ -212,5 +212,5 @@ def test_imports_of_reads_every_form(tmp_path):
         "    from judge.service import store\n"
         "import numpy\n")
     found = imports_of("judge.probe", src)
-    assert found == {"judge.errors": 2, "judge.svgplot.style": 3, "judge.svgplot": 3, "judge.report": 4,
+    assert found == {"judge.errors": 2, "judge.box.replies": 3, "judge.box": 3, "judge.report": 4,
                      "judge.box.job": 6, "judge.service.store": 8}
