@@ -78,6 +78,7 @@ def essence(message: str) -> str:
     could not complete: T: msg"; both become "T: msg". A write into an input is the names of the
     inputs written; a wrong return type, the types."""
     text = message.split("\nThis matches a known mistake:")[0].strip()
+    text = re.sub(r"\n  in your code, from the call.*?(?=\n\S|$)", "", text, flags=re.DOTALL)  # child.TRACE_HEADER
     if "modified its input(s) in place" in text:
         return "wrote into " + ", ".join(sorted(set(re.findall(r"`(\w+)`", text))))
     m = _RETURNED.search(text)

@@ -279,7 +279,7 @@ class SubmissionProxy:
 
     def _raise(self, fn: str, exc: dict) -> None:
         kind, type_name = exc.get("kind"), str(exc.get("type", "Exception"))[:100]
-        message = str(exc.get("message", ""))[:2000] + str(exc.get("where", ""))[:200]
+        message = str(exc.get("message", ""))[:2000] + str(exc.get("where", ""))[:wire.WHERE_MAX]
         if kind == "memory_limit":
             raise SubmissionFailure("memory_limit", f"{fn} ran out of memory: {message}")
         if type_name in ("SystemExit", "KeyboardInterrupt", "GeneratorExit"):

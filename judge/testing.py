@@ -126,10 +126,15 @@ def _nest(vals: list[str], shape: tuple[int, ...]) -> str:
     return "[" + ", ".join(_nest(vals[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])) + "]"
 
 
+SHOWN_VALUES = 40  # a tensor of at most this many values is printed whole in a failure message
+MAX_POSITIONS = 5  # differing positions named in an assert_close message
+
+
 def describe_inputs(inputs: dict[str, Any] | None) -> str:
+    """The failing input, every tensor's values when it is small enough to read."""
     if not inputs:
         return ""
-    return "\n  with " + "\n       ".join(f"{k} = {describe(v)}" for k, v in inputs.items())
+    return "\n  with " + "\n       ".join(f"{k} = {describe(v, SHOWN_VALUES)}" for k, v in inputs.items())
 
 
 def check_tensor(out: Any, *, what: str, shape: tuple[int, ...] | None = None,
@@ -172,15 +177,47 @@ def assert_close(actual: Any, expected: torch.Tensor, *, what: str, rtol: float 
     # close to nothing, and to a NaN only with equal_nan; infinities only to themselves.
     if torch.allclose(a, e, rtol=rtol, atol=atol, equal_nan=equal_nan):
         return
-    ok = torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=equal_nan)
-    idx = tuple(int(i) for i in (~ok).nonzero()[0].tolist())
+    raise Feedback(_mismatch(a, e, what=what, rtol=rtol, atol=atol, equal_nan=equal_nan)
+                   + f"\n  expected {describe(exp, SHOWN_VALUES)}\n  got      {describe(actual, SHOWN_VALUES)}"
+                   + describe_inputs(inputs))
+
+
+def _mismatch(a: torch.Tensor, e: torch.Tensor, *, what: str, rtol: float, atol: float,
+              equal_nan: bool) -> str:
+    """Where ``a`` (got) and ``e`` (expected) differ: the first position where they really do
+    (never "expected nan, got nan" when another position differs), a few more positions, and
+    which positions hold NaN on which side."""
+    bad = ~torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    a_nan, e_nan = torch.isnan(a), torch.isnan(e)
+    both_nan = bad & a_nan & e_nan
+    real = bad & ~both_nan
+    positions = [tuple(int(i) for i in p) for p in (real if bool(real.any()) else bad).nonzero()[:MAX_POSITIONS + 1].tolist()]
+    idx = positions[0] if positions else ()
+    n_bad = int(bad.sum())
     where = f" at index {idx}" if idx else ""
-    n_bad = int((~ok).sum())
-    raise Feedback(
-        f"{what}{where}: expected {_fmt(float(e[idx]))}, got {_fmt(float(a[idx]))} "
-        f"({n_bad} of {ok.numel()} values differ; rtol={rtol:g}, atol={atol:g})"
-        f"\n  expected {describe(exp)}\n  got      {describe(actual)}{describe_inputs(inputs)}"
-    )
+    if not bool(real.any()):  # never "expected nan, got nan"
+        return (f"{what}{where}: got NaN, and the value it is compared with is NaN too (NaN on both "
+                f"sides at {_positions(both_nan)}: {n_bad} of {bad.numel()} values); a NaN is never "
+                f"close to anything, so a number was due there")
+    text = (f"{what}{where}: expected {_fmt(float(e[idx]))}, got {_fmt(float(a[idx]))} "
+            f"({n_bad} of {bad.numel()} values differ; rtol={rtol:g}, atol={atol:g})")
+    if len(positions) > 1:
+        more = "; ".join(f"{p}: expected {_fmt(float(e[p]))}, got {_fmt(float(a[p]))}"
+                         for p in positions[1:MAX_POSITIONS])
+        rest = int(real.sum() if bool(real.any()) else n_bad) - min(len(positions), MAX_POSITIONS)
+        text += f"\n  also at {more}" + (f" and {rest} more" if rest > 0 else "")
+    for label, mask in (("NaN on both sides", both_nan), ("NaN only in what you returned", a_nan & ~e_nan),
+                        ("NaN only in the expected values", e_nan & ~a_nan & bad)):
+        if bool(mask.any()):
+            text += f"\n  {label} at {_positions(mask)}"
+    return text
+
+
+def _positions(mask: torch.Tensor) -> str:
+    pos = mask.nonzero()
+    shown = ", ".join(str(tuple(int(i) for i in p)) for p in pos[:MAX_POSITIONS].tolist())
+    n = int(pos.shape[0])
+    return shown + (f" and {n - MAX_POSITIONS} more ({n} of {mask.numel()})" if n > MAX_POSITIONS else "")
 
 
 def expect_raises(exc_type: type[BaseException], fn: Callable, *args: Any, what: str,

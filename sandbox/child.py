@@ -59,12 +59,14 @@ class Session:
         except SyntaxError as e:
             line = e.lineno if type(e.lineno) is int and e.lineno >= 0 else None
             self.reply({"ok": False, "kind": "syntax_error",
-                        "message": f"line {e.lineno}: {e.msg}"[:wire.MESSAGE_MAX], "line": line})
+                        "message": syntax_message(e)[:wire.MESSAGE_MAX], "line": line})
             return
         except ValueError as e:  # e.g. NUL bytes in the source
             self.reply({"ok": False, "kind": "syntax_error", "message": _message(e)})
             return
         sys.modules["submission"] = mod
+        global _SOURCE_LINES
+        _SOURCE_LINES = source.splitlines() if type(source) is str else []
         try:
             exec(code, mod.__dict__)
         except BaseException as e:  # noqa: BLE001 - import-time code of any kind
@@ -303,19 +305,54 @@ def _message(e: BaseException) -> str:
         return "<unprintable message>"
 
 
+_SOURCE_LINES: list[str] = []  # the loaded submission's lines, for the frames _where shows
+TRACE_HEADER = "\n  in your code, from the call to the line that raised:"  # judge.diagnose strips from here
+FRAMES_SHOWN = 6  # frames of a deeper traceback shown: the first 2 and the last 4
+CODE_CHARS = 100  # characters of each frame's line of code
+
+
+def syntax_message(e: SyntaxError) -> str:
+    """"line 41: expected ':'", the line itself and a caret under where Python stopped reading."""
+    text = f"line {e.lineno}: {e.msg}"
+    code = e.text if type(e.text) is str else ""
+    code = code.rstrip("\r\n")
+    if code.strip():
+        indent = len(code) - len(code.lstrip())
+        shown = code.strip()[:CODE_CHARS * 2]
+        text += f"\n    {shown}"
+        if type(e.offset) is int and 0 < e.offset - indent <= len(shown) + 1:
+            text += "\n    " + " " * (e.offset - indent - 1) + "^"
+    return text
+
+
 def _where(e: BaseException) -> str:
-    """The submission's own frames only: the learner sees where in their file it failed. (Walks
-    the traceback itself: ``traceback.extract_tb`` would read every frame's source line from
+    """The submission's own frames only: the learner sees where in their file it failed, its
+    deepest frame in parentheses and, when the call went through more than one of their
+    functions, each frame from the call site to the deepest with its line of code. (Walks the
+    traceback itself: ``traceback.extract_tb`` would read every frame's source line from
     disk, ~30 us of a raising call.)"""
     try:
-        last = None
+        frames = []
         tb = e.__traceback__
         while tb is not None:
             if tb.tb_frame.f_code.co_filename == SUBMISSION_FILE:
-                last = tb
+                frames.append((tb.tb_lineno, tb.tb_frame.f_code.co_name))
             tb = tb.tb_next
-        if last is None:
+        if not frames:
             return ""
-        return f" (submission.py, line {last.tb_lineno}, in {last.tb_frame.f_code.co_name})"[:wire.WHERE_MAX]
+        line, fn = frames[-1]
+        text = f" (submission.py, line {line}, in {fn})"
+        if len(frames) > 1:
+            shown: list = frames
+            if len(frames) > FRAMES_SHOWN:
+                shown = frames[:2] + [len(frames) - FRAMES_SHOWN] + frames[-(FRAMES_SHOWN - 2):]
+            text += TRACE_HEADER
+            for f in shown:
+                if isinstance(f, int):
+                    text += f"\n    … {f} more calls (recursion?)"
+                    continue
+                code = _SOURCE_LINES[f[0] - 1].strip() if 0 < f[0] <= len(_SOURCE_LINES) else ""
+                text += f"\n    line {f[0]}, in {f[1]}: {code[:CODE_CHARS]}"
+        return text[:wire.WHERE_MAX]
     except BaseException:  # noqa: BLE001
         return ""

@@ -43,7 +43,8 @@ MAX_NODES = 10_000  # values in one tree
 # What a child's reply may carry of an exception (judge.box.replies checks, sandbox.child caps):
 NAME_MAX = 100  # characters of an exception type's name (an identifier)
 MESSAGE_MAX = 2000  # characters of its message
-WHERE_MAX = 300  # characters of where it was raised: " (submission.py, line N, in f)"
+WHERE_MAX = 1500  # characters of where it was raised: " (submission.py, line N, in f)" and the
+# learner's own frames, call site first, each with its line of code (sandbox.child._where)
 
 DTYPES: dict[str, torch.dtype] = {
     "float64": torch.float64, "float32": torch.float32, "float16": torch.float16,

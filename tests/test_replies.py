@@ -76,7 +76,7 @@ def test_the_honest_child_stays_within_the_schema_whatever_it_raises():
     ({"ok": False, "exc": {"type": "E" * 101}, "ru": RU}, "exc.type"),
     ({"ok": False, "exc": {"type": ""}, "ru": RU}, "exc.type"),
     ({"ok": False, "exc": {"type": "E", "message": "m" * 2001}, "ru": RU}, "exc.message"),
-    ({"ok": False, "exc": {"type": "E", "where": "w" * 301}, "ru": RU}, "exc.where"),
+    ({"ok": False, "exc": {"type": "E", "where": "w" * (wire.WHERE_MAX + 1)}, "ru": RU}, "exc.where"),
     ({"ok": False, "exc": {"type": "E", "kind": "time_limit"}, "ru": RU}, "exc.kind"),
     ({"ok": False, "exc": "ValueError", "ru": RU}, "exc"),
     ({"ok": False, "exc": {"type": "E", "x": 1}, "ru": RU}, "exc.x"),
@@ -96,7 +96,7 @@ def test_a_forged_call_reply_is_malformed(header, field):
     ({"ok": True, "missing": ["f"] * 65, "ru": RU}, "missing"),
     ({"ok": True, "missing": ["not a name"], "ru": RU}, "missing.0"),
     ({"ok": False, "kind": "internal", "message": "", "ru": RU}, "kind"),
-    ({"ok": False, "kind": "import_error", "message": "m" * 3000, "ru": RU}, "message"),
+    ({"ok": False, "kind": "import_error", "message": "m" * (replies.LOAD_MESSAGE_MAX + 1), "ru": RU}, "message"),
     ({"ok": False, "kind": "syntax_error", "message": "", "line": -1, "ru": RU}, "line"),
 ])
 def test_a_forged_load_reply_is_malformed(header, field):
