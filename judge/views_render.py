@@ -62,12 +62,34 @@ def png(spec: dict, theme: str = "light", scale: float = 2.0) -> bytes:
         raise RenderError(f"could not draw the view: {e}") from e
 
 
+def _bundle_cache() -> Path:
+    """Where the bundle is kept between runs: ``$XDG_CACHE_HOME/judge`` or ``~/.cache/judge``."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")) / "judge"
+
+
 @lru_cache(maxsize=1)
 def _bundle() -> str:
     """vega, vega-lite and vega-embed as one script (from vl-convert: no network), as
     ``window.vegaEmbed``; a ``</script`` in it written ``<\\/script`` (the same in a string or
-    a regular expression) so it cannot close the script element."""
-    return re.sub(r"</(script)", r"<\\/\1", _vlc().javascript_bundle(), flags=re.IGNORECASE)
+    a regular expression) so it cannot close the script element. Bundling takes seconds, so the
+    result is kept on disk per vl-convert version (``_bundle_cache``) and read back next time."""
+    vlc = _vlc()
+    key = "-".join(v.replace("/", "_") for v in (vlc.get_vega_version(), vlc.get_vega_embed_version(),
+                                                  vlc.get_vegalite_versions()[-1]))
+    path = _bundle_cache() / f"vega-bundle-{key}.js"
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        pass
+    text = re.sub(r"</(script)", r"<\\/\1", vlc.javascript_bundle(), flags=re.IGNORECASE)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:  # a read-only home: bundle again next time
+        pass
+    return text
 
 
 def _script_json(value) -> str:

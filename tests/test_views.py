@@ -280,3 +280,18 @@ def test_the_scaffold_declares_its_views_the_same_way(tmp_path, validator):
         assert {r["source"] for rows in spec["datasets"].values() for r in rows} == {"yours", "reference"}
     names = ex.experiment.run(ex.ref, tmp_path / "figs") and sorted(p.name for p in (tmp_path / "figs").iterdir())
     assert names == ["fit.vl.json", "loss.vl.json", "metrics.json"]  # by hand: metrics and views
+
+
+def test_the_bundle_is_kept_on_disk_per_version(tmp_path, monkeypatch):
+    """Bundling vega takes seconds: report.html reads it back from the cache the next time."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    views_render._bundle.cache_clear()
+    try:
+        text = views_render._bundle()
+        (kept,) = (tmp_path / "judge").glob("vega-bundle-*.js")
+        assert kept.read_text() == text and "vegaEmbed" in text and "</script" not in text.lower()
+        kept.write_text("window.vegaEmbed = 'from the cache';")
+        views_render._bundle.cache_clear()
+        assert views_render._bundle() == "window.vegaEmbed = 'from the cache';"
+    finally:
+        views_render._bundle.cache_clear()
