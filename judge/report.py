@@ -90,7 +90,7 @@ def _tier_lines(tr, groups: dict[int, list[TestResult]]) -> list[str]:
     passed = sum(t.status == "passed" for t in ran)
     count = f"{passed}/{len(tr.tests)}" if tr.tests else ""
     out = [f"  {tr.tier} {TIER_NAMES[tr.tier]:<11} {tr.status:<8} {count:>6} "
-           f"{tr.duration_ms:>8.1f} ms" + (f"   ({not_run} not run)" if ran and not_run else "")]
+           f"{tr.duration_ms:>8.1f} ms" + (f"   ({not_run} not run)" if not_run else "")]
     repeated = []
     for t in tr.tests:
         if t.status not in ("failed", "error"):

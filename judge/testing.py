@@ -160,8 +160,14 @@ def describe_type(x: Any) -> str:
 
 def assert_close(actual: Any, expected: torch.Tensor, *, what: str, rtol: float | None = None,
                  atol: float | None = None, inputs: dict[str, Any] | None = None,
-                 equal_nan: bool = False) -> None:
-    """Compare ``actual`` with ``expected`` elementwise and explain the first mismatch."""
+                 equal_nan: bool = False, hint: str = "",
+                 hint_when: Callable[[torch.Tensor, torch.Tensor], bool] | None = None) -> None:
+    """Compare ``actual`` with ``expected`` elementwise and explain the first mismatch.
+
+    ``hint`` is a piece of advice for one cause of a mismatch: it is added to the message only
+    when ``hint_when(got, expected)`` (float64 tensors of equal shape) says the failure is that
+    cause (e.g. ``nonfinite_where_finite`` for "use torch.where, never x * mask"): a hint that
+    does not fit the failure misleads. Without ``hint_when`` it is always added."""
     exp = torch.as_tensor(expected)
     if not isinstance(actual, torch.Tensor):
         raise Feedback(f"{what}: expected a tensor, got {describe_type(actual)}{describe_inputs(inputs)}")
@@ -177,7 +183,9 @@ def assert_close(actual: Any, expected: torch.Tensor, *, what: str, rtol: float 
     # close to nothing, and to a NaN only with equal_nan; infinities only to themselves.
     if torch.allclose(a, e, rtol=rtol, atol=atol, equal_nan=equal_nan):
         return
-    raise Feedback(_mismatch(a, e, what=what, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    fits = bool(hint) and (hint_when is None or bool(hint_when(a, e)))
+    raise Feedback(_mismatch(a, e, what=what + (f"; {hint}" if fits else ""), rtol=rtol, atol=atol,
+                             equal_nan=equal_nan)
                    + f"\n  expected {describe(exp, SHOWN_VALUES)}\n  got      {describe(actual, SHOWN_VALUES)}"
                    + describe_inputs(inputs))
 
@@ -211,6 +219,12 @@ def _mismatch(a: torch.Tensor, e: torch.Tensor, *, what: str, rtol: float, atol:
         if bool(mask.any()):
             text += f"\n  {label} at {_positions(mask)}"
     return text
+
+
+def nonfinite_where_finite(got: torch.Tensor, expected: torch.Tensor) -> bool:
+    """A ``hint_when`` for padding advice: the result is NaN or infinite where a finite value was
+    due (what ``x * mask`` makes of NaN or inf padding: NaN * 0 is NaN)."""
+    return bool((~torch.isfinite(got) & torch.isfinite(expected)).any())
 
 
 def _positions(mask: torch.Tensor) -> str:

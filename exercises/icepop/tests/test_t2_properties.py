@@ -19,7 +19,7 @@ import math
 import torch
 
 from judge.testing import (Feedback, assert_close, assert_no_grad, batch, check_tensor, describe,
-                           leaf, sibling, visible)
+                           leaf, nonfinite_where_finite, sibling, visible)
 
 cases = sibling(__file__, "_cases")
 F32, F64 = torch.float32, torch.float64
@@ -284,8 +284,9 @@ def test_padding_is_neutralised(sub, oracle, ctx):
             want = oracle.icepop_ppo_loss(case["logp"], *args, per_token_loss=per_token)
             loss = p.value
             assert_close(loss, want,
-                         what=f"icepop_ppo_loss with padding {pad} (per_token_loss={per_token}); "
-                         f"neutralise padding with torch.where, never x * mask", inputs=case)
+                         what=f"icepop_ppo_loss with padding {pad} (per_token_loss={per_token})",
+                         hint="neutralise padding with torch.where, never x * mask",
+                         hint_when=nonfinite_where_finite, inputs=case)
             loss.backward()
             gp = lp.grad[~m]
             if not bool((gp == 0).all()):

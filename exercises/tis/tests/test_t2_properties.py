@@ -11,7 +11,7 @@ import math
 import torch
 
 from judge.testing import (Feedback, assert_close, assert_no_grad, batch, check_tensor, describe,
-                           leaf, sibling, visible)
+                           leaf, nonfinite_where_finite, sibling, visible)
 
 cases = sibling(__file__, "_cases")
 F32, F64 = torch.float32, torch.float64
@@ -189,8 +189,9 @@ def test_padding_is_neutralised(sub, oracle, ctx):
         for (per_token, lp, pending), want in zip(losses, want_losses):
             loss = pending.value
             assert_close(loss, want,
-                         what=f"tis_ppo_loss with padding {pad} (per_token_loss={per_token}); "
-                         f"neutralise padding with torch.where, never x * mask", inputs=case)
+                         what=f"tis_ppo_loss with padding {pad} (per_token_loss={per_token})",
+                         hint="neutralise padding with torch.where, never x * mask",
+                         hint_when=nonfinite_where_finite, inputs=case)
             loss.backward()
             gp = lp.grad[~m]
             if not bool((gp == 0).all()):
