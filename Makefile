@@ -23,8 +23,11 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q $(PIP_EXTRA) -e ".[test]" "$(TORCH_SPEC)"
 	touch $(STAMP)
 
+# make serve PORT=8080 HOST=0.0.0.0 (default 127.0.0.1:8000)
+HOST ?= 127.0.0.1
+PORT ?= 8000
 serve: setup
-	$(PY) -m judge.cli serve --host 127.0.0.1 --port 8000
+	$(PY) -m judge.cli serve --host $(HOST) --port $(PORT)
 
 test: setup
 	$(PY) -m pytest -q --maxfail=5 -p no:randomly tests exercises; rc=$$?; \

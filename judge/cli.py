@@ -3,6 +3,8 @@
     judge local exercises/glm5_mis my_solution.py   # grade a file (exit 0 accepted, 1 rejected,
                                                     # 3 could not run, 4 judge error, 2 usage)
     judge local exercises/glm5_mis --reference      # the author's check
+    judge local exercises/gspo sol.py --watch       # grade again on every save, the judge kept warm
+    judge submit sol.py --exercise gspo --server URL --key KEY   # grade on a service (same table)
     judge schema                                    # the Verdict JSON Schema
     judge serve --host 127.0.0.1 --port 8000        # the service (configured by JUDGE_* variables)
     judge new my_exercise                           # scaffold exercises/my_exercise + reference/
@@ -52,7 +54,19 @@ def _parser() -> argparse.ArgumentParser:
                      help="run in this process without isolation (authors only; never untrusted code)")
     loc.add_argument("--junit", type=Path, default=None, metavar="FILE",
                      help="also write the result as JUnit XML to FILE (for CI dashboards)")
+    loc.add_argument("--watch", action="store_true",
+                     help="keep the judge warm and grade the file again every time it is saved (Ctrl-C stops)")
     _pack_option(loc)
+
+    sbm = sub.add_parser("submit", help="grade a solution file on a judge service, with its progress")
+    sbm.add_argument("file", type=Path, help="the solution file")
+    sbm.add_argument("--exercise", required=True, help="the exercise's slug, e.g. gspo")
+    sbm.add_argument("--server", default=None,
+                     help="the service's URL (default JUDGE_SERVER, else http://127.0.0.1:8000)")
+    sbm.add_argument("--key", default=None, help="an API key of the service (default JUDGE_API_KEY)")
+    sbm.add_argument("--mode", choices=["run", "submit"], default="submit",
+                     help="run: visible cases and the experiment; submit: everything (default)")
+    sbm.add_argument("--json", action="store_true", help="print only the result document on stdout")
 
     sub.add_parser("schema", help="print the Verdict JSON Schema")
 
@@ -145,22 +159,61 @@ def cmd_local(args: argparse.Namespace) -> int:
     warm([exercise])
     sandbox = None if starting is None else starting.get()
     startup_ms = (time.perf_counter() - t0) * 1000
-    try:
-        verdict = grade(exercise, source, sandbox=sandbox, mode=args.mode, seed=args.seed,
+
+    def grade_source(text: str) -> int:
+        verdict = grade(exercise, text, sandbox=sandbox, mode=args.mode, seed=args.seed,
                         tiers=tiers, out_dir=out_dir)
+        verdict.timings.startup_ms = round(startup_ms, 1)
+        if not args.watch:
+            _draw_views(verdict, out_dir, exercise.title)
+        if args.json:
+            print(verdict.model_dump_json(indent=2), flush=True)
+        else:
+            print(render(verdict, out_dir=str(out_dir)), flush=True)
+        if args.watch:  # the table first; the plots after it
+            _draw_views(verdict, out_dir, exercise.title)
+        if args.junit is not None:
+            from judge.junit import write_junit
+
+            write_junit(verdict, args.junit)
+        return verdict.exit_code
+
+    try:
+        if not args.watch:
+            return grade_source(source)
+        from judge.watch import watch
+
+        return watch(path, grade_source, read=read_source,
+                     say=lambda line: print(line, file=sys.stderr, flush=True))
     finally:
         if sandbox is not None:
             sandbox.close()
-    verdict.timings.startup_ms = round(startup_ms, 1)
-    _draw_views(verdict, out_dir, exercise.title)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    import os
+
+    from judge.remote import submit
+    from judge.report import render
+
+    server = args.server or os.environ.get("JUDGE_SERVER") or "http://127.0.0.1:8000"
+    key = args.key or os.environ.get("JUDGE_API_KEY") or ""
+    source = read_source(args.file)
+
+    def progress(event: str, data: dict) -> None:
+        if args.json:
+            return
+        if event == "test":
+            mark = {"passed": "✓", "failed": "✗", "error": "!", "skipped": "-"}.get(data.get("status"), "?")
+            print(f"  {data.get('tier', '')} {mark} {data.get('name', '')}", file=sys.stderr, flush=True)
+        elif event == "status":
+            print(f"[{data.get('status', '')}]", file=sys.stderr, flush=True)
+
+    verdict = submit(server, key, args.exercise, source, mode=args.mode, on_event=progress)
     if args.json:
         print(verdict.model_dump_json(indent=2))
     else:
-        print(render(verdict, out_dir=str(out_dir)))
-    if args.junit is not None:
-        from judge.junit import write_junit
-
-        write_junit(verdict, args.junit)
+        print(render(verdict))
     return verdict.exit_code
 
 
@@ -262,7 +315,7 @@ def cmd_wrong(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"local": cmd_local, "schema": cmd_schema, "serve": cmd_serve, "new": cmd_new,
+COMMANDS = {"local": cmd_local, "submit": cmd_submit, "schema": cmd_schema, "serve": cmd_serve, "new": cmd_new,
             "validate": cmd_validate, "export": cmd_export, "wrong": cmd_wrong}
 
 

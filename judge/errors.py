@@ -31,6 +31,12 @@ class UnknownExercise(UsageError):
     pass
 
 
+class ServiceError(JudgeError):
+    """``judge submit``: the judge service could not be reached, or failed to grade."""
+
+    exit_code = 4
+
+
 class ExerciseError(JudgeError):
     """The exercise itself is broken (a folder, a test, the reference): the author's problem."""
 
