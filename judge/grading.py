@@ -181,7 +181,9 @@ def _load_in_process(exercise: Exercise, source: str) -> types.ModuleType:
     try:
         code = compile(source, "submission.py", "exec", dont_inherit=True)
     except SyntaxError as e:
-        raise SubmissionFailure("syntax_error", f"line {e.lineno}: {e.msg}") from None
+        from sandbox.child import syntax_message
+
+        raise SubmissionFailure("syntax_error", syntax_message(e)) from None
     except ValueError as e:  # e.g. NUL bytes in the source
         raise SubmissionFailure("syntax_error", str(e)) from None
     try:
