@@ -25,6 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from judge.service.catalog import load_catalog, preview_dir
 from judge.service.config import Config
 from judge.service.files import Transfers
+from judge.service.forms import FormSubmit
 from judge.service.guard import SUBMISSION_ID, ApiError, Changes, Guard, RateLimiter, log
 from judge.service.pool import WorkerPool
 from judge.service.routers import exercises, operations, submissions
@@ -100,6 +101,9 @@ def create_app(cfg: Config) -> FastAPI:
             prop = schema["components"]["schemas"]["SubmitRequest"]["properties"]["exercise"]
             prop["enum"] = sorted(catalog)
             # optional parameters: absent, or a string of this form (never a JSON null)
+            schema["paths"]["/submit"]["post"]["description"] += (
+                "\n\nThe same fields are accepted as multipart/form-data (`curl -F code=@sol.py "
+                "-F exercise=gspo`) or application/x-www-form-urlencoded.")
             for path, name, pattern in (("/submissions", "cursor", SUBMISSION_ID.pattern),
                                         ("/submissions/{sid}/events", "last-event-id", LAST_EVENT_ID.pattern)):
                 for param in schema["paths"][path]["get"]["parameters"]:
@@ -110,6 +114,7 @@ def create_app(cfg: Config) -> FastAPI:
 
     app.openapi = openapi
     # JSON escapes can take six bytes per byte of code; anything larger cannot be a valid submission.
+    app.add_middleware(FormSubmit)  # POST /submit as multipart/form-data (curl -F), inside Guard
     app.add_middleware(Guard, keys=cfg.api_keys, max_body=6 * cfg.max_source_bytes + 4096)
     return app
 
