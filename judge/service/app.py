@@ -100,11 +100,11 @@ def create_app(cfg: Config) -> FastAPI:
                                  routes=app.routes)
             prop = schema["components"]["schemas"]["SubmitRequest"]["properties"]["exercise"]
             prop["enum"] = sorted(catalog)
-            # optional parameters: absent, or a string of this form (never a JSON null)
             schema["paths"]["/submit"]["post"]["description"] += (
                 "\n\nThe same fields are accepted as multipart/form-data (`curl -F code=@sol.py "
                 "-F exercise=gspo`) or application/x-www-form-urlencoded.")
             for path, name, pattern in (("/submissions", "cursor", SUBMISSION_ID.pattern),
+            # optional parameters: absent, or a string of this form (never a JSON null)
                                         ("/submissions/{sid}/events", "last-event-id", LAST_EVENT_ID.pattern)):
                 for param in schema["paths"][path]["get"]["parameters"]:
                     if param["name"] == name:
@@ -113,9 +113,9 @@ def create_app(cfg: Config) -> FastAPI:
         return app.openapi_schema
 
     app.openapi = openapi
-    # JSON escapes can take six bytes per byte of code; anything larger cannot be a valid submission.
     app.add_middleware(FormSubmit)  # POST /submit as multipart/form-data (curl -F), inside Guard
     app.add_middleware(Guard, keys=cfg.api_keys, max_body=6 * cfg.max_source_bytes + 4096)
+    # JSON escapes can take six bytes per byte of code; anything larger cannot be a valid submission.
     return app
 
 
