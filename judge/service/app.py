@@ -103,8 +103,8 @@ def create_app(cfg: Config) -> FastAPI:
             schema["paths"]["/submit"]["post"]["description"] += (
                 "\n\nThe same fields are accepted as multipart/form-data (`curl -F code=@sol.py "
                 "-F exercise=gspo`) or application/x-www-form-urlencoded.")
-            for path, name, pattern in (("/submissions", "cursor", SUBMISSION_ID.pattern),
             # optional parameters: absent, or a string of this form (never a JSON null)
+            for path, name, pattern in (("/submissions", "cursor", SUBMISSION_ID.pattern),
                                         ("/submissions/{sid}/events", "last-event-id", LAST_EVENT_ID.pattern)):
                 for param in schema["paths"][path]["get"]["parameters"]:
                     if param["name"] == name:
@@ -114,8 +114,8 @@ def create_app(cfg: Config) -> FastAPI:
 
     app.openapi = openapi
     app.add_middleware(FormSubmit)  # POST /submit as multipart/form-data (curl -F), inside Guard
-    app.add_middleware(Guard, keys=cfg.api_keys, max_body=6 * cfg.max_source_bytes + 4096)
     # JSON escapes can take six bytes per byte of code; anything larger cannot be a valid submission.
+    app.add_middleware(Guard, keys=cfg.api_keys, max_body=6 * cfg.max_source_bytes + 4096)
     return app
 
 
