@@ -18,6 +18,9 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	@# the browser test of report.html (tests/test_report_html.py) drives Debian's chromium
 	command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || (apt-get update && apt-get install -y chromium)
+	@# the store's tests run on a real PostgreSQL too (judge/service/pg_local.py starts Debian's server)
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || \
+		(apt-get update && apt-get install -y postgresql)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q $(PIP_EXTRA) "$(TORCH_SPEC)"
 	$(PY) -m pip install -q $(PIP_EXTRA) -e ".[test]" "$(TORCH_SPEC)"

@@ -116,3 +116,24 @@ def service(tmp_path_factory):
 def service_factory():
     """``Service``, for tests that start (and kill) their own."""
     return Service
+
+
+# --- the store's two backends: tests/test_store.py, the API suites -----------------------------
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL for the session (judge/service/pg_local.py: initdb as `postgres`, a free port)."""
+    from judge.service.pg_local import LocalPostgres
+
+    pg = LocalPostgres().start()
+    yield pg
+    pg.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path):
+    """A fresh, empty database on each backend: a SQLite file, or a database of its own on the
+    session's PostgreSQL (JUDGE_DATABASE_URL's two forms)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'judge.db'}"
+    return request.getfixturevalue("postgres").fresh_database()

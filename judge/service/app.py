@@ -28,6 +28,7 @@ from judge.service.files import Transfers
 from judge.service.forms import FormSubmit
 from judge.service.guard import SUBMISSION_ID, ApiError, Changes, Guard, RateLimiter, log
 from judge.service.pool import WorkerPool
+from judge.service import pages
 from judge.service.routers import exercises, operations, submissions
 from judge.service.routers.common import Service
 from judge.service.routers.submissions import LAST_EVENT_ID
@@ -39,7 +40,7 @@ STATUS_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: 
 
 
 def create_app(cfg: Config) -> FastAPI:
-    store = Store(cfg.database_path, synchronous="FULL")
+    store = Store(cfg.database_url, synchronous="FULL")
     catalog = load_catalog(cfg)
     previews = {slug: preview_dir(cfg, ex) for slug, ex in catalog.items()}
     limiter = RateLimiter(cfg.rate_limit, cfg.burst)
@@ -116,6 +117,7 @@ def create_app(cfg: Config) -> FastAPI:
     app.add_middleware(FormSubmit)  # POST /submit as multipart/form-data (curl -F), inside Guard
     # JSON escapes can take six bytes per byte of code; anything larger cannot be a valid submission.
     app.add_middleware(Guard, keys=cfg.api_keys, max_body=6 * cfg.max_source_bytes + 4096)
+    pages.install(app, service)  # the learner's page: its routes, the sign-in cookie, the CSP
     return app
 
 
@@ -146,7 +148,7 @@ def serve(cfg: Config, host: str, port: int) -> int:
     os.environ.pop("JUDGE_API_KEYS", None)  # the workers (and so the sandboxes) never see the keys
     app = create_app(cfg)
     url = f"http://{host}:{port}"
-    print(f"judge: serving on {url} with {cfg.workers} worker(s); database {cfg.database_path}", flush=True)
+    print(f"judge: serving on {url} with {cfg.workers} worker(s); database {cfg.database_name}", flush=True)
     if made:
         print(f"judge: API key (kept in {Path(cfg.data_dir) / 'api-key'}): {cfg.api_keys[0]}\n"
               f"judge: try  curl -H 'Authorization: Bearer {cfg.api_keys[0]}' {url}/exercises", flush=True)

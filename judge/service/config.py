@@ -37,11 +37,21 @@ class Config:
     notify_interval: float = 0.25  # the API's look for changes a notification did not announce
 
     @property
-    def database_path(self) -> Path:
+    def database_path(self) -> Path | None:
+        """The SQLite file (None on PostgreSQL); a UsageError for a URL of neither kind."""
         url = self.database_url
+        if url.startswith(("postgresql://", "postgres://")):
+            return None
         if not url.startswith("sqlite:///"):
-            raise UsageError(f"JUDGE_DATABASE_URL: only sqlite:///PATH is supported, got {url!r}")
+            raise UsageError("JUDGE_DATABASE_URL: expected sqlite:///PATH or postgresql://USER@HOST/DB, "
+                             f"got {url.split('@')[-1]!r}")
         return Path(url[len("sqlite:///"):])
+
+    @property
+    def database_name(self) -> str:
+        """The database, as logs name it (never a password)."""
+        path = self.database_path
+        return str(path) if path is not None else "postgresql://" + self.database_url.split("@")[-1]
 
     @property
     def burst(self) -> int:

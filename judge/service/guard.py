@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import re
-import sqlite3
 import threading
 import time
 
@@ -154,7 +153,7 @@ class Changes:
         """Begin listening (in the running event loop)."""
         try:
             self._last = self.store.last_change()
-        except sqlite3.Error:
+        except self.store.errors:
             pass
         if self.fd is not None:
             os.set_blocking(self.fd, False)
@@ -203,7 +202,7 @@ class Changes:
                 continue
             try:
                 v = self.store.last_change()
-            except sqlite3.Error:
+            except self.store.errors:
                 continue
             if v != self._last:
                 self._last = v

@@ -1,10 +1,15 @@
-"""The service's durable state: one SQLite file (WAL mode) shared by the API and the workers.
+"""The service's durable state, shared by the API and the workers: one SQLite file (WAL mode,
+the embedded default) or a PostgreSQL database (``JUDGE_DATABASE_URL=postgresql://…``, any
+number of API and worker hosts). ``Store`` is the one interface; its queries are written once,
+for both, and ``store_sqlite``/``store_pg`` hold what differs (connections, the write
+transaction, migrations). The schema is in ``migrations/`` (Alembic), brought to its head when a
+store opens a database.
 
 ``submissions`` holds each submission (the client is a hash of its key, never the key) and, once
 graded, its ``Verdict`` document as JSON. ``events`` holds tier progress and status changes, in
 order; its largest id is the change counter the API polls as a fallback to the workers'
 notifications. A worker claims a submission with one ``UPDATE … RETURNING`` under the write
-lock, so no two workers get the same; which one is a fair share across clients (``claim``):
+lock (SQLite's, or on PostgreSQL one advisory lock every write transaction holds), so no two workers get the same; which one is a fair share across clients (``claim``):
 the oldest queued submission of the client with the fewest running, served least recently
 (``turns``), so one client's backlog never makes another's submission wait behind it.
 """
@@ -13,53 +18,13 @@ from __future__ import annotations
 
 import json
 import secrets
-import sqlite3
-import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 MAX_ATTEMPTS = 2  # a submission whose grading was interrupted is retried once
 ACTIVE_S = 60.0  # a client served this recently still counts as active (``claim``'s share)
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS submissions (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL UNIQUE,
-    client TEXT NOT NULL,
-    exercise TEXT NOT NULL,
-    mode TEXT NOT NULL,
-    code TEXT NOT NULL,
-    status TEXT NOT NULL DEFAULT 'queued',   -- queued | running | done | error
-    attempts INTEGER NOT NULL DEFAULT 0,     -- how many times a worker claimed it
-    worker TEXT,                             -- the worker grading it (while running)
-    verdict TEXT,                            -- the Verdict document (JSON), when done
-    outcome TEXT,                            -- accepted | rejected | error, when done
-    message TEXT,                            -- why, when status is error
-    created_at REAL NOT NULL,
-    started_at REAL,
-    finished_at REAL
-);
-CREATE INDEX IF NOT EXISTS submissions_status ON submissions(status, seq);
-CREATE INDEX IF NOT EXISTS submissions_client ON submissions(client, seq);
-CREATE INDEX IF NOT EXISTS submissions_queue ON submissions(status, client, seq);
-CREATE TABLE IF NOT EXISTS turns (
-    client TEXT PRIMARY KEY,
-    served INTEGER NOT NULL,                 -- the claim counter when a worker last took one of its
-    at REAL NOT NULL                         -- and when (a client served lately is active)
-);
-CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    submission TEXT NOT NULL,
-    at REAL NOT NULL,
-    kind TEXT NOT NULL,                      -- status | test
-    data TEXT NOT NULL                       -- JSON
-);
-CREATE INDEX IF NOT EXISTS events_submission ON events(submission, id);
-"""
 
 _COLUMNS = ("seq, id, client, exercise, mode, status, attempts, worker, verdict, outcome, message, "
             "created_at, started_at, finished_at")
@@ -107,47 +72,49 @@ def new_id() -> str:
     return secrets.token_hex(12)
 
 
-class Store:
-    """Thread-safe: each thread gets its own connection."""
+def is_postgres(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
 
-    def __init__(self, path: Path | str, *, synchronous: str = "FULL"):
-        self.path = Path(path)
+
+class Store:
+    """Thread-safe: each thread gets its own connection.
+
+    ``target``: a SQLite file's path, a ``sqlite:///PATH`` URL or a ``postgresql://`` URL.
+    ``synchronous``: SQLite's fsync level (PostgreSQL always commits durably, but progress)."""
+
+    def __init__(self, target: Path | str, *, synchronous: str = "FULL"):
+        target = str(target)
+        if is_postgres(target):
+            from judge.service.store_pg import PostgresBackend
+
+            self.backend = PostgresBackend(target)
+            self.path = None
+        else:
+            from judge.service.store_sqlite import SqliteBackend
+
+            self.path = Path(target[len("sqlite:///"):] if target.startswith("sqlite:///") else target)
+            self.backend = SqliteBackend(self.path, synchronous)
         self.synchronous = synchronous
-        self._local = threading.local()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db.executescript(_SCHEMA)
+        self.errors = self.backend.errors  # what a failed query raises (sqlite3.Error, psycopg.Error)
+        self.backend.migrate()
 
     @property
-    def db(self) -> sqlite3.Connection:
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
-                                 check_same_thread=False)
-            db.row_factory = sqlite3.Row
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute(f"PRAGMA synchronous={self.synchronous}")
-            db.execute("PRAGMA foreign_keys=ON")
-            self._local.db = db
-        return db
+    def db(self):
+        """This thread's connection (``execute`` takes the queries as written here)."""
+        return self.backend.connection()
+
+    def execute(self, sql: str, params=()):
+        """A query outside the methods below (tools, tests), on this thread's connection."""
+        return self.db.execute(sql, params)
 
     def close(self) -> None:
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        self.backend.close()
 
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        db = self.db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+    def write(self, *, relaxed: bool = False):
+        """One write transaction, serial with every other writer's (see the module)."""
+        return self.backend.write(relaxed=relaxed)
 
-    def _event(self, db: sqlite3.Connection, sid: str, kind: str, data: dict) -> None:
+    def _event(self, db, sid: str, kind: str, data: dict) -> None:
         db.execute("INSERT INTO events (submission, at, kind, data) VALUES (?, ?, ?, ?)",
                    (sid, time.time(), kind, json.dumps(data)))
 
@@ -202,6 +169,26 @@ class Store:
             "SELECT id, exercise, mode, status, outcome, created_at, finished_at FROM submissions "
             "WHERE client = ? AND seq < ? ORDER BY seq DESC LIMIT ?", (client, before, limit)).fetchall()
         return [dict(r) for r in rows]
+
+    def history(self, client: str, exercise: str, *, limit: int = 100) -> list[dict]:
+        """The client's submissions for one exercise, newest first (the learner's page)."""
+        rows = self.db.execute(
+            "SELECT id, exercise, mode, status, outcome, created_at, finished_at FROM submissions "
+            "WHERE client = ? AND exercise = ? ORDER BY seq DESC LIMIT ?", (client, exercise, limit)).fetchall()
+        return [dict(r) for r in rows]
+
+    def outcomes(self, client: str) -> dict[str, set[tuple[str, str]]]:
+        """exercise -> the (mode, outcome) pairs of the client's graded submissions of it."""
+        out: dict[str, set[tuple[str, str]]] = {}
+        for ex, mode, outcome in self.db.execute("SELECT DISTINCT exercise, mode, outcome FROM submissions "
+                                                 "WHERE client = ? AND status = 'done'", (client,)).fetchall():
+            out.setdefault(ex, set()).add((mode, outcome))
+        return out
+
+    def code(self, sid: str, client: str) -> str | None:
+        """A submission's source, only for the client who sent it (else None, like a miss)."""
+        row = self.db.execute("SELECT code FROM submissions WHERE id = ? AND client = ?", (sid, client)).fetchone()
+        return row[0] if row else None
 
     def events(self, sid: str, after: int = 0, limit: int = 500) -> list[dict]:
         rows = self.db.execute("SELECT id, at, kind, data FROM events WHERE submission = ? AND id > ? "
@@ -267,18 +254,11 @@ class Store:
 
     def progress_batch(self, items: list[tuple[str, float, dict]]) -> None:
         """Test results ``(submission, at, data)``, in order, in one transaction. Progress is
-        advisory: its commit skips the fsync (the next state change syncs the log)."""
-        relax = self.synchronous.upper() not in ("OFF", "NORMAL")  # in WAL mode those never sync
-        if relax:
-            self.db.execute("PRAGMA synchronous=OFF")
-        try:
-            with self.write() as db:
-                self._tests(db, items)
-        finally:
-            if relax:
-                self.db.execute(f"PRAGMA synchronous={self.synchronous}")
+        advisory: its commit does not wait for the disk (the next state change syncs the log)."""
+        with self.write(relaxed=True) as db:
+            self._tests(db, items)
 
-    def _tests(self, db: sqlite3.Connection, items: list[tuple[str, float, dict]]) -> None:
+    def _tests(self, db, items: list[tuple[str, float, dict]]) -> None:
         db.executemany("INSERT INTO events (submission, at, kind, data) VALUES (?, ?, 'test', ?)",
                        [(sid, at, json.dumps(data)) for sid, at, data in items])
 
@@ -303,7 +283,7 @@ class Store:
         with self.write() as db:
             self._fail(db, sid, message)
 
-    def _fail(self, db: sqlite3.Connection, sid: str, message: str) -> None:
+    def _fail(self, db, sid: str, message: str) -> None:
         db.execute("UPDATE submissions SET status = 'error', message = ?, worker = NULL, finished_at = ? "
                    "WHERE id = ?", (message, time.time(), sid))
         self._event(db, sid, "status", {"status": "error", "message": message})
@@ -331,7 +311,7 @@ class Store:
                                    (worker,)).fetchall()
         return {r["id"]: self.retry_or_fail(r["id"], message) for r in rows}
 
-    def running(self, worker: str | None = None) -> list[sqlite3.Row]:
+    def running(self, worker: str | None = None) -> list:
         """The submissions being graded (id, worker, exercise, started_at), or one worker's."""
         sql = "SELECT id, worker, exercise, started_at FROM submissions WHERE status = 'running'"
         if worker is None:
@@ -342,7 +322,7 @@ class Store:
         """Hand back a claimed submission without counting the attempt (a clean shutdown)."""
         with self.write() as db:
             cur = db.execute("UPDATE submissions SET status = 'queued', worker = NULL, "
-                             "attempts = max(attempts - 1, 0) WHERE id = ? AND status = 'running'", (sid,))
+                             "attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END WHERE id = ? AND status = 'running'", (sid,))
             if cur.rowcount:
                 self._event(db, sid, "status", {"status": "queued"})
 
@@ -352,10 +332,11 @@ class Store:
         by_status = dict(db.execute("SELECT status, count(*) FROM submissions GROUP BY status").fetchall())
         by_outcome = dict(db.execute("SELECT outcome, count(*) FROM submissions WHERE status = 'done' "
                                      "GROUP BY outcome").fetchall())
-        cases = ", ".join(f"sum(finished_at - started_at <= {b})" for b in LATENCY_BUCKETS)
+        cases = ", ".join(f"sum(CASE WHEN finished_at - started_at <= {b} THEN 1 ELSE 0 END)"
+                          for b in LATENCY_BUCKETS)
         row = db.execute(f"SELECT count(*), coalesce(sum(finished_at - started_at), 0), {cases} "
                          "FROM submissions WHERE status = 'done' AND started_at IS NOT NULL").fetchone()
-        count, total, *cum = tuple(row)
+        count, total, *cum = list(row)
         return {"by_status": by_status, "by_outcome": by_outcome,
                 "latency": {"count": count, "sum": total,
                             "buckets": list(zip(LATENCY_BUCKETS, [c or 0 for c in cum]))}}

@@ -54,7 +54,7 @@ def _die_with_parent() -> None:
 class Worker:
     def __init__(self, cfg: Config, name: str, index: int, count: int, changes_fd: int | None = None):
         self.cfg, self.name, self.index, self.count = cfg, name, index, count
-        self.store = Store(cfg.database_path, synchronous="NORMAL")
+        self.store = Store(cfg.database_url, synchronous="NORMAL")
         self.changes_fd = changes_fd  # the pool's pipe: a submission's id after each commit
         self.progress = ProgressWriter(self.store, self.changed)
         self.sandbox = None

@@ -1,0 +1,78 @@
+"""The store's SQLite backend: one file in WAL mode, one connection per thread, writes under
+SQLite's write lock (``BEGIN IMMEDIATE``), so claims and quota checks are serial."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from judge.service import migrate
+
+
+class SqliteBackend:
+    name = "sqlite"
+    errors = sqlite3.Error
+
+    def __init__(self, path: Path, synchronous: str):
+        self.path, self.synchronous = Path(path), synchronous
+        self._local = threading.local()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def url(self) -> str:
+        return f"sqlite:///{self.path}"
+
+    def connection(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(f"PRAGMA synchronous={self.synchronous}")
+            db.execute("PRAGMA foreign_keys=ON")
+            self._local.db = db
+        return db
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+    @contextmanager
+    def write(self, *, relaxed: bool = False) -> Iterator[sqlite3.Connection]:
+        """One write transaction; ``relaxed``: its commit skips the fsync (WAL: the next
+        synchronous commit makes it durable with it)."""
+        db = self.connection()
+        relax = relaxed and self.synchronous.upper() not in ("OFF", "NORMAL")
+        if relax:
+            db.execute("PRAGMA synchronous=OFF")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        finally:
+            if relax:
+                db.execute(f"PRAGMA synchronous={self.synchronous}")
+
+    def migrate(self) -> None:
+        """Bring the schema to ``migrate.HEAD`` (Alembic), once: other processes opening the same
+        file wait on a lock of its directory (never of the file: SQLite's own locks are there)."""
+        if migrate.current(self.connection(), self.name) == migrate.HEAD:
+            return
+        fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if migrate.current(self.connection(), self.name) != migrate.HEAD:
+                migrate.upgrade(self.url)
+        finally:
+            os.close(fd)
