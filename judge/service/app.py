@@ -28,7 +28,6 @@ from judge.service.files import Transfers
 from judge.service.forms import FormSubmit
 from judge.service.guard import SUBMISSION_ID, ApiError, Changes, Guard, RateLimiter, log
 from judge.service.pool import WorkerPool
-from judge.service import pages
 from judge.service.routers import exercises, operations, submissions
 from judge.service.routers.common import Service
 from judge.service.routers.submissions import LAST_EVENT_ID
@@ -117,7 +116,6 @@ def create_app(cfg: Config) -> FastAPI:
     app.add_middleware(FormSubmit)  # POST /submit as multipart/form-data (curl -F), inside Guard
     # JSON escapes can take six bytes per byte of code; anything larger cannot be a valid submission.
     app.add_middleware(Guard, keys=cfg.api_keys, max_body=6 * cfg.max_source_bytes + 4096)
-    pages.install(app, service)  # the learner's page: its routes, the sign-in cookie, the CSP
     return app
 
 
