@@ -102,6 +102,16 @@ def test_shape_mismatches_raise_value_error(sub, ctx):
                       "offpolicy_loss with logp [1, 4] and a 0-d advantage (advantages must be [B] = [1])"))
         calls.append((b.offpolicy_loss(*one[:2], adv[:1, None], one[2]),
                       "offpolicy_loss with logp [1, 4] and advantages of shape [1, 1]"))
+        # an all-empty mask does not skip validation
+        none = torch.zeros_like(mask)
+        calls.append((b.offpolicy_loss(logp, rollout, adv[:, None], none),
+                      "offpolicy_loss with an all-empty mask and advantages of shape [3, 1]"))
+        calls.append((b.masked_is_weights(logp, rollout[:, :3], none[:, :3]),
+                      "masked_is_weights with an all-empty mask of shape [3, 3] and logp [3, 4]"))
+        calls.append((b.offpolicy_loss(logp, rollout, adv, none, clip_low=0.0),
+                      "offpolicy_loss with an all-empty mask and clip_low=0"))
+        calls.append((b.masked_is_weights(logp, rollout, none, clip_high=math.inf),
+                      "masked_is_weights with an all-empty mask and clip_high=inf"))
     for pending, what in calls:
         expect_raises(ValueError, pending.get, what=what)
 

@@ -109,6 +109,9 @@ def test_grpo_loss_rejects_bad_shapes(sub):
         # B = 1: a 0-d or [1, 1] advantage has one element and would broadcast silently
         ("B = 1 and a 0-d advantage (advantages must be [B] = (1,))", (logp[:1], old[:1], adv[0], mask[:1])),
         ("B = 1 and advantages of shape (1, 1)", (logp[:1], old[:1], adv[:1, None], mask[:1])),
+        # an all-empty mask does not skip validation
+        ("an all-empty mask and advantages of shape (2, 1)", (logp, old, adv[:, None], torch.zeros_like(mask))),
+        ("an all-empty mask of shape (2, 2) with logp (2, 3)", (logp, old, adv, torch.zeros_like(mask)[:, :2])),
     ]
     with batch(sub) as b:
         outs = [b.grpo_loss(*args) for _, args in bad]

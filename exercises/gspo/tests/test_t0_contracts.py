@@ -113,6 +113,12 @@ def test_shape_mismatches_raise_value_error(sub):
         for what, a in (("a 0-d advantage", adv[0]), ("advantages of shape (1, 1)", adv[:1, None])):
             calls.append((b.gspo_loss(logp[:1], old[:1], a, mask[:1]),
                           f"gspo_loss with logp of shape (1, 4) and {what} (advantages must be [B] = (1,))"))
+        # an all-empty mask does not skip validation
+        none = torch.zeros_like(mask)
+        calls.append((b.gspo_loss(logp, old, adv[:, None], none),
+                      "gspo_loss with an all-empty mask and advantages of shape (3, 1)"))
+        calls.append((b.sequence_ratio(logp, old[:, :3], none[:, :3]),
+                      "sequence_ratio with an all-empty mask of shape (3, 3) and logp (3, 4)"))
     for pending, what in calls:
         expect_raises(ValueError, pending.get, what=what)
 

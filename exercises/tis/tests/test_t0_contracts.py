@@ -143,6 +143,13 @@ def test_shape_errors(sub):
              "tis_ppo_loss with B = 1 and a 0-d advantage (advantages must be [B] = [1])"),
             (b.tis_ppo_loss(logp[:1], old[:1], rollout[:1], adv[:1, None], mask[:1]),
              "tis_ppo_loss with B = 1 and advantages of shape [1, 1]"),
+            # an all-empty mask does not skip validation
+            (b.tis_ppo_loss(logp, old, rollout, adv[:, None], torch.zeros_like(mask)),
+             "tis_ppo_loss with an all-empty mask and advantages of shape [B, 1]"),
+            (b.tis_weights(old, rollout[:, :2], torch.zeros_like(mask)[:, :2]),
+             "tis_weights with an all-empty [2, 2] mask and old_logp [2, 3]"),
+            (b.tis_ppo_loss(logp, old, rollout, adv, torch.zeros_like(mask), tis_low=3.0, tis_high=2.0),
+             "tis_ppo_loss with an all-empty mask and tis_low > tis_high"),
         ]
     for pending, what in bad:
         expect_raises(ValueError, pending.get, what=what)

@@ -140,21 +140,26 @@ def test_gradient_is_weight_times_plain_ppo_gradient(sub, ctx):
 
 def test_weights_and_frozen_inputs_are_detached(sub):
     logp, old, rollout, adv, mask = _hand_case(F64)
-    lp, o, ro, a = leaf(logp), leaf(old), leaf(rollout), leaf(adv)
     with batch(sub) as b:
+        lp, o, ro, a = leaf(logp), leaf(old), leaf(rollout), leaf(adv)
         pending_w = b.tis_weights(o, ro, mask)
-        pending_loss = b.tis_ppo_loss(lp, o, ro, a, mask)
+        queued = []
+        for per_token in (True, False):   # each aggregation is its own code path
+            lp, o, ro, a = leaf(logp), leaf(old), leaf(rollout), leaf(adv)
+            queued.append((per_token, lp, o, ro, a, b.tis_ppo_loss(lp, o, ro, a, mask, per_token_loss=per_token)))
     w = pending_w.value
     if w.requires_grad:
         raise Feedback("tis_weights returned a tensor that requires grad: the weights are a "
                        "stop-gradient correction (detach them)")
-    loss = pending_loss.value
-    loss.backward()
-    assert_no_grad(o, what="old_logp (frozen: the PPO ratio's denominator and the TIS numerator)")
-    assert_no_grad(ro, what="rollout_logp")
-    assert_no_grad(a, what="advantages")
-    if lp.grad is None or not bool((lp.grad != 0).any()):
-        raise Feedback(f"logp must receive the gradient, got {describe(lp.grad)}")
+    for per_token, lp, o, ro, a, pending_loss in queued:
+        loss = pending_loss.value
+        loss.backward()
+        assert_no_grad(o, what=f"old_logp (frozen: the PPO ratio's denominator and the TIS numerator; "
+                               f"per_token_loss={per_token})")
+        assert_no_grad(ro, what=f"rollout_logp (per_token_loss={per_token})")
+        assert_no_grad(a, what=f"advantages (per_token_loss={per_token})")
+        if lp.grad is None or not bool((lp.grad != 0).any()):
+            raise Feedback(f"logp must receive the gradient (per_token_loss={per_token}), got {describe(lp.grad)}")
 
 
 def test_padding_is_neutralised(sub, oracle, ctx):
