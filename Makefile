@@ -10,10 +10,17 @@ PIP_EXTRA ?=
 VENV ?= $(shell sh scripts/venv-dir.sh)
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.judge-installed
+WEB := judge/service/static/dist/page.js
 
 .PHONY: setup serve test fuzz bench clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(WEB)
+
+# the learner page's bundle (scripts/build-web.sh: npm ci of package-lock.json, then esbuild);
+# Debian's nodejs and npm when missing
+$(WEB): package.json package-lock.json scripts/build-web.sh $(wildcard judge/service/static/src/*)
+	command -v npm >/dev/null || [ "$$(id -u)" != 0 ] || (apt-get update && apt-get install -y nodejs npm)
+	sh scripts/build-web.sh
 
 $(STAMP): pyproject.toml Makefile
 	@# the browser test of report.html (tests/test_report_html.py) drives Debian's chromium

@@ -28,6 +28,7 @@ from judge.service.files import Transfers
 from judge.service.forms import FormSubmit
 from judge.service.guard import SUBMISSION_ID, ApiError, Changes, Guard, RateLimiter, log
 from judge.service.pool import WorkerPool
+from judge.service import pages
 from judge.service.routers import exercises, operations, submissions
 from judge.service.routers.common import Service
 from judge.service.routers.submissions import LAST_EVENT_ID
@@ -52,7 +53,10 @@ def create_app(cfg: Config) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        recovered = store.recover(message="the service stopped while grading it")
+        # one host (SQLite): whatever was running was ours; on PostgreSQL other hosts may be
+        # grading, so only the stalled (no heartbeat) are taken back
+        recovered = store.recover(message="the service stopped while grading it") \
+            if store.backend.name == "sqlite" else store.reap_stalled()
         if recovered:
             log.warning("recovered %d interrupted submission(s): %s", len(recovered), recovered)
         if pool is not None:
@@ -116,6 +120,7 @@ def create_app(cfg: Config) -> FastAPI:
     app.add_middleware(FormSubmit)  # POST /submit as multipart/form-data (curl -F), inside Guard
     # JSON escapes can take six bytes per byte of code; anything larger cannot be a valid submission.
     app.add_middleware(Guard, keys=cfg.api_keys, max_body=6 * cfg.max_source_bytes + 4096)
+    pages.install(app, service)  # the learner's page: its routes, the sign-in cookie, the CSP
     return app
 
 

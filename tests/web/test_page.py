@@ -1,0 +1,236 @@
+"""The learner's page in a real Chromium (tests/web/conftest.py): sign in, read the spec, edit,
+Run, Submit, progress, result, plots, history, diff, drafts, isolation between learners, the
+keyboard alone, dark mode. Every test also fails on a console error or an off-origin request."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from judge.wrong import load_wrong_solutions
+
+ROOT = Path(__file__).resolve().parents[2]
+SLUG = "glm5_mis"
+STARTER = (ROOT / "exercises" / SLUG / "starter.py").read_text()
+SOLUTION = (ROOT / "reference" / SLUG / "solution.py").read_text()
+WRONG = next(w for w in load_wrong_solutions(ROOT / "reference" / SLUG, ROOT / "exercises" / SLUG / "spec.md")
+             if w.name == "clamp_instead_of_zero")  # rejected by T1 with a message
+GRADED = 120_000  # ms a verdict may take on a busy 2-core machine
+
+
+def until(page, js: str, timeout: float = 30.0) -> None:
+    """Wait until the expression ``js`` is truthy in the page (polled with ``evaluate``, which
+    the CSP admits; ``wait_for_function`` evaluates strings, which 'unsafe-eval' would need)."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(js):
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {js}")
+        page.wait_for_timeout(50)
+
+
+def editor_text(page) -> str:
+    return page.evaluate("window.judgeEditor.state.doc.toString()")
+
+
+PASTE = """code => {
+  const data = new DataTransfer();
+  data.setData("text/plain", code);
+  document.activeElement.dispatchEvent(new ClipboardEvent("paste", {clipboardData: data, bubbles: true, cancelable: true}));
+}"""
+
+
+def paste(page, code: str) -> None:
+    """Ctrl+A then a paste into the focused editor (the clipboard event CodeMirror handles)."""
+    page.keyboard.press("ControlOrMeta+a")
+    page.evaluate(PASTE, code)
+    assert editor_text(page) == code
+
+
+def replace_code(page, code: str) -> None:
+    """As a learner pastes: focus the editor, select all, paste."""
+    page.click("#editor .cm-content")
+    paste(page, code)
+
+
+def open_exercise(page, web):
+    page.goto(f"{web.url}/exercises/{SLUG}")
+    until(page, "window.judgeEditor !== undefined")
+
+
+def wait_verdict(page, expected: str):
+    page.wait_for_selector(f"#verdict[data-verdict={expected}]", timeout=GRADED)
+
+
+def test_sign_in_keeps_the_key_in_an_httponly_strict_cookie(learner, web, watch):
+    watch.expect(401, "/signin")  # the wrong key below
+    page = learner(sign_in=False)
+    page.goto(web.url + "/")
+    assert page.url.startswith(web.url + "/signin")
+    page.fill("#key", "not-a-key")
+    page.click("#signin-form button[type=submit]")
+    assert "not valid" in page.inner_text("#signin-error")
+    page.fill("#key", "web-key-alice")
+    page.click("#signin-form button[type=submit]")
+    page.wait_for_url(web.url + "/")
+    session = next(c for c in page.context.cookies() if c["name"] == "judge_session")
+    assert session["httpOnly"] and session["sameSite"] == "Strict"
+    assert "judge_session" not in page.evaluate("document.cookie")
+    stored = page.evaluate("JSON.stringify(Object.assign({}, localStorage)) + location.href")
+    assert "web-key-alice" not in stored
+    item = page.locator(f".exercise[data-slug={SLUG}]")
+    assert item.locator("h2 a").get_attribute("href") == f"/exercises/{SLUG}"
+    page.click("#signout")
+    page.wait_for_url(web.url + "/signin")
+    page.goto(web.url + "/")
+    assert page.url.startswith(web.url + "/signin")
+
+
+def test_the_spec_math_is_rendered_and_the_editor_holds_the_starter(learner, web):
+    page = learner()
+    open_exercise(page, web)
+    assert page.locator("#spec math").count() >= 20  # KaTeX's MathML, rendered by the server
+    assert page.locator("#spec .math-display math[display=block]").count() >= 3
+    assert page.locator("#spec .katex-error").count() == 0
+    assert "masked_is_weights(logp, rollout_logp, mask" in page.inner_text("#spec .signatures")
+    assert editor_text(page) == STARTER
+    assert page.locator("#spec a[href='https://arxiv.org/abs/2602.15763']").count() >= 1
+
+
+def test_run_a_correct_solution_then_submit_a_wrong_one(learner, web):
+    page = learner()
+    open_exercise(page, web)
+    replace_code(page, SOLUTION)
+    page.click("#run")
+    wait_verdict(page, "accepted")
+    tiers = page.locator("#result .tier")
+    assert tiers.count() == 4
+    for k in range(4):
+        assert tiers.nth(k).get_attribute("data-status") == "passed"
+    assert page.locator("#progress .test[data-status=passed]").count() > 0  # live from the stream
+    assert page.inner_text("#seed").strip().isdigit()
+    # the plots: every view drawn as SVG with marks, and the metrics table
+    page.wait_for_selector("#plots .view svg .mark-line path, #plots .view svg .mark-symbol path, "
+                           "#plots .view svg .mark-rect path", state="attached", timeout=30_000)
+    assert page.locator("#plots .view").count() >= 1
+    assert page.locator("#plots .view .error").count() == 0
+    page.wait_for_selector("#metrics-table tbody tr")
+
+    replace_code(page, WRONG.source)
+    page.keyboard.press("ControlOrMeta+Shift+Enter")  # Submit from the editor
+    wait_verdict(page, "rejected")
+    failed = page.locator("#result .tier[data-status=failed]")
+    assert failed.first.get_attribute("data-tier") == "T1"
+    message = page.locator("#result .failure .message").first.inner_text()
+    assert len(message) > 10
+
+    # the history lists both, newest first; one loads back; two diff
+    until(page, "document.querySelectorAll('#history tbody tr').length >= 2")
+    rows = page.locator("#history tbody tr")
+    assert rows.nth(0).get_attribute("data-verdict") == "rejected"
+    assert rows.nth(1).get_attribute("data-verdict") == "accepted"
+    rows.nth(1).locator("button.load").click()
+    until(page, "window.judgeEditor.state.doc.toString().length > 0 && "
+                           "!window.judgeEditor.state.doc.toString().includes('ratio.clamp(1.0 - clip_low')")
+    assert editor_text(page) == SOLUTION
+    rows.nth(0).locator("input.pick").check()
+    rows.nth(1).locator("input.pick").check()
+    page.click("#diff")
+    page.wait_for_selector("#diff-view .cm-mergeView")
+    changed = " ".join(page.locator("#diff-view .cm-changedLine").all_inner_texts())
+    assert "ratio.clamp(1.0 - clip_low" in changed  # the wrong attempt's line
+    assert "torch.where(keep, ratio, zero)" in changed  # the correct one's
+
+
+def test_the_draft_survives_a_reload_and_reset_restores_the_starter(learner, web):
+    page = learner("web-key-carol")  # no attempts: the page starts from the starter
+    open_exercise(page, web)
+    assert editor_text(page) == STARTER
+    code = STARTER + "\n# my draft <script>alert(1)</script>\n"
+    replace_code(page, code)
+    until(page, f"localStorage.getItem('judge:draft:{SLUG}') !== null")
+    page.reload()
+    until(page, "window.judgeEditor !== undefined")
+    assert editor_text(page) == code
+    page.once("dialog", lambda d: d.accept())
+    page.click("#reset")
+    assert editor_text(page) == STARTER
+    assert page.evaluate(f"localStorage.getItem('judge:draft:{SLUG}')") is None
+
+
+def test_another_learner_sees_none_of_it(learner, web, watch):
+    alice = learner()
+    open_exercise(alice, web)
+    replace_code(alice, SOLUTION)
+    alice.click("#run")
+    wait_verdict(alice, "accepted")
+    alice.wait_for_selector("#history tbody tr")
+    sid = alice.locator("#history tbody tr").first.get_attribute("data-id")
+
+    bob = learner("web-key-bob")
+    assert bob.locator(f".exercise[data-slug={SLUG}] .status").get_attribute("data-status") == "not tried"
+    open_exercise(bob, web)
+    until(bob, "document.getElementById('history').dataset.loaded === '1'")  # fetched on load
+    assert bob.locator("#history tbody tr").count() == 0
+    assert editor_text(bob) == STARTER
+    for path in (f"/submissions/{sid}", f"/pages/submissions/{sid}/code", f"/submissions/{sid}/events"):
+        watch.expect(404, path)
+        assert bob.evaluate(f"fetch('{path}').then(r => r.status)") == 404
+    # Alice in a new browser (no draft there): her latest attempt is loaded, not the starter
+    again = learner()
+    open_exercise(again, web)
+    until(again, "document.getElementById('history').dataset.loaded === '1'")
+    until(again, "window.judgeEditor.state.doc.toString() !== " + json.dumps(STARTER))
+    assert editor_text(again) == SOLUTION
+    # and her list shows her standing
+    alice.goto(web.url + "/")
+    assert alice.locator(f".exercise[data-slug={SLUG}] .status").get_attribute("data-status") in ("rejected", "accepted")
+
+
+def test_keyboard_only(learner, web):
+    page = learner(sign_in=False)
+    page.goto(web.url + "/")
+    page.keyboard.type("web-key-alice")  # the key field has the focus
+    page.keyboard.press("Enter")
+    page.wait_for_url(web.url + "/")
+    for _ in range(30):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.getAttribute('href')") == f"/exercises/{SLUG}":
+            break
+    else:
+        pytest.fail("the exercise's link cannot be reached with Tab")
+    page.keyboard.press("Enter")
+    until(page, "window.judgeEditor !== undefined")
+    for _ in range(80):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.classList.contains('cm-content')"):
+            break
+    else:
+        pytest.fail("the editor cannot be reached with Tab")
+    paste(page, SOLUTION)
+    page.keyboard.press("ControlOrMeta+Enter")  # Run
+    wait_verdict(page, "accepted")
+    assert page.locator("#result[aria-live]").count() == 1
+    page.click("#editor .cm-content")
+    page.keyboard.press("Escape")
+    page.keyboard.press("Tab")
+    assert not page.evaluate("!!document.activeElement.closest('.cm-editor')")  # Esc then Tab leaves it
+
+
+def test_dark_mode(learner, web):
+    page = learner(color_scheme="dark")
+    open_exercise(page, web)
+
+    def luminance(selector: str, prop: str) -> float:
+        rgb = page.eval_on_selector(selector, f"e => getComputedStyle(e).{prop}")
+        r, g, b = (int(x) for x in rgb[rgb.index("(") + 1:rgb.index(")")].split(",")[:3])
+        return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+
+    assert luminance("body", "backgroundColor") < 0.2
+    assert luminance("#spec math", "color") > 0.7  # math is text: it follows the theme
+    assert luminance("#editor .cm-editor", "backgroundColor") < 0.3
+    page.click("#show-reference")
+    page.wait_for_selector("#reference-plots .view svg", timeout=30_000)
+    assert page.locator("#reference-plots .view .error").count() == 0
