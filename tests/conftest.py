@@ -104,10 +104,14 @@ class Service:
         return httpx.Client(base_url=self.url, headers=headers, timeout=kw.pop("timeout", 90), **kw)
 
 
-@pytest.fixture(scope="session")
-def service(tmp_path_factory):
-    """One real service for the session: 2 workers, a temporary SQLite file, glm5_mis."""
-    svc = Service(tmp_path_factory.mktemp("service")).start()
+@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+def service(request, tmp_path_factory):
+    """One real service per backend for the session: 2 workers, glm5_mis, and a temporary SQLite
+    file or a fresh database on the session's PostgreSQL (every test using it runs on both)."""
+    env = {}
+    if request.param == "postgresql":
+        env["JUDGE_DATABASE_URL"] = request.getfixturevalue("postgres").fresh_database()
+    svc = Service(tmp_path_factory.mktemp(f"service-{request.param}"), **env).start()
     yield svc
     svc.stop()
 

@@ -212,11 +212,11 @@ def test_list_is_own_newest_first_and_paginated(service):
     assert not mine & set(ids)
 
 
-def test_cursors_reveal_nothing_and_forged_ones_are_refused(tmp_path):
+def test_cursors_reveal_nothing_and_forged_ones_are_refused(tmp_path, database_url):
     """next_cursor names a position in the client's own list only: no global counter moves with
     other clients' submissions, and a cursor from another client's list (or garbled) is a 400."""
     bob = {"Authorization": f"Bearer {API_KEYS[1]}"}
-    with _idle_app(tmp_path) as c:
+    with _idle_app(tmp_path, database_url) as c:
         mine = [submit(c, "x = 1", wait=None).json()["id"] for _ in range(3)]
         first = c.get("/submissions", params={"limit": 2}).json()["next_cursor"]
         theirs = [c.post("/submit", json={"exercise": "glm5_mis", "code": "x"}, headers=bob).json()["id"]
@@ -232,9 +232,9 @@ def test_cursors_reveal_nothing_and_forged_ones_are_refused(tmp_path):
             assert "next_cursor" in r.json()["detail"]
 
 
-def test_client_queue_cap_429(tmp_path):
+def test_client_queue_cap_429(tmp_path, database_url):
     bob = {"Authorization": f"Bearer {API_KEYS[1]}"}
-    with _idle_app(tmp_path, client_queue_max=2) as c:
+    with _idle_app(tmp_path, database_url, client_queue_max=2) as c:
         assert [submit(c, "x", wait=None).status_code for _ in range(2)] == [202, 202]
         r = submit(c, "x", wait=None)
         assert r.status_code == 429 and r.json()["error"] == "client_queue_full" and r.headers["retry-after"]
@@ -411,16 +411,16 @@ def test_bad_queries_and_paths(service):
         assert r.status_code == 405 and r.json()["error"] == "method_not_allowed"
 
 
-# --- rate limit and queue bound: the app on a real SQLite file, no workers ------------------
+# --- rate limit and queue bound: the app on a real database (both backends), no workers ------------------
 
-def _idle_app(tmp_path: Path, **kw) -> TestClient:
-    cfg = Config(database_url=f"sqlite:///{tmp_path / 'judge.db'}", api_keys=API_KEYS, workers=0,
+def _idle_app(tmp_path: Path, database_url: str, **kw) -> TestClient:
+    cfg = Config(database_url=database_url, api_keys=API_KEYS, workers=0,
                  data_dir=tmp_path / "data", exercises=("glm5_mis",), **kw)
     return TestClient(create_app(cfg), headers={"Authorization": f"Bearer {API_KEYS[0]}"})
 
 
-def test_rate_limit_429(tmp_path):
-    with _idle_app(tmp_path, rate_limit=3) as c:
+def test_rate_limit_429(tmp_path, database_url):
+    with _idle_app(tmp_path, database_url, rate_limit=3) as c:
         codes = [submit(c, "x = 1", wait=None).status_code for _ in range(4)]
         assert codes == [202, 202, 202, 429]
         r = submit(c, "x = 1", wait=None)
@@ -430,8 +430,8 @@ def test_rate_limit_429(tmp_path):
         assert other.status_code == 202  # the limit is per client
 
 
-def test_queue_full_503(tmp_path):
-    with _idle_app(tmp_path, queue_max=2) as c:
+def test_queue_full_503(tmp_path, database_url):
+    with _idle_app(tmp_path, database_url, queue_max=2) as c:
         assert [submit(c, "x", wait=None).status_code for _ in range(2)] == [202, 202]
         r = submit(c, "x", wait=None)
         assert r.status_code == 503 and r.json()["error"] == "queue_full" and r.headers["retry-after"]
@@ -440,8 +440,8 @@ def test_queue_full_503(tmp_path):
         assert r.status_code == 503
 
 
-def test_wait_returns_202_when_not_graded_in_time(tmp_path):
-    with _idle_app(tmp_path) as c:
+def test_wait_returns_202_when_not_graded_in_time(tmp_path, database_url):
+    with _idle_app(tmp_path, database_url) as c:
         t0 = time.monotonic()
         r = submit(c, "x = 1", wait=0.3)
         assert r.status_code == 202 and r.json()["status"] == "queued"
@@ -450,7 +450,7 @@ def test_wait_returns_202_when_not_graded_in_time(tmp_path):
         assert c.get(f"/submissions/{sid}").json()["status"] == "queued"
 
 
-def test_large_documents_are_built_off_the_event_loop(tmp_path, monkeypatch):
+def test_large_documents_are_built_off_the_event_loop(tmp_path, database_url, monkeypatch):
     """A verdict over INLINE_DOCUMENT_BYTES is parsed and serialized in a worker thread, for
     GET /submissions/{id}, ?wait= and the events' end alike; a small one where it is."""
     import threading
@@ -466,7 +466,7 @@ def test_large_documents_are_built_off_the_event_loop(tmp_path, monkeypatch):
         return real(row)
 
     monkeypatch.setattr(app_module, "document_json", spy)
-    with _idle_app(tmp_path) as c:
+    with _idle_app(tmp_path, database_url) as c:
         store = c.app.state.store
         loop_thread = c.portal.call(lambda: threading.current_thread().name)
         ids = {}
@@ -501,8 +501,8 @@ def test_large_documents_are_built_off_the_event_loop(tmp_path, monkeypatch):
         assert [t == loop_thread for _, t in built] == [False]
 
 
-def test_openapi_declares_every_response(tmp_path):
-    with _idle_app(tmp_path) as c:
+def test_openapi_declares_every_response(tmp_path, database_url):
+    with _idle_app(tmp_path, database_url) as c:
         spec = c.get("/openapi.json").json()
     assert spec["components"]["schemas"]["SubmitRequest"]["properties"]["exercise"]["enum"] == ["glm5_mis"]
     assert "Verdict" in spec["components"]["schemas"]
