@@ -7,6 +7,7 @@
     judge submit sol.py --exercise gspo --server URL --key KEY   # grade on a service (same table)
     judge schema                                    # the Verdict JSON Schema
     judge serve --host 127.0.0.1 --port 8000        # the service (configured by JUDGE_* variables)
+    judge worker --concurrency 4                    # a grading host on JUDGE_DATABASE_URL (no API)
     judge new my_exercise                           # scaffold exercises/my_exercise + reference/
     judge validate exercises/gspo | --all           # the author's checks and mutation score
     judge export exercises/gspo --format gradescope # a Gradescope autograder zip
@@ -77,6 +78,13 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--allow-weak-sandbox", action="store_true",
                      help="grade even where Landlock or seccomp is missing (JUDGE_ALLOW_WEAK_SANDBOX=1)")
     _pack_option(srv)
+
+    wrk = sub.add_parser("worker", help="grade from a shared database, no API (JUDGE_DATABASE_URL)")
+    wrk.add_argument("--concurrency", type=int, default=None,
+                     help="worker processes, each with a warm zygote (default JUDGE_WORKERS or one per core)")
+    wrk.add_argument("--allow-weak-sandbox", action="store_true",
+                     help="grade even where Landlock or seccomp is missing (JUDGE_ALLOW_WEAK_SANDBOX=1)")
+    _pack_option(wrk)
 
     new = sub.add_parser("new", help="scaffold a new exercise with a small working example")
     new.add_argument("slug", help="the exercise's name: lower case, digits, underscores")
@@ -160,17 +168,24 @@ def cmd_local(args: argparse.Namespace) -> int:
     sandbox = None if starting is None else starting.get()
     startup_ms = (time.perf_counter() - t0) * 1000
 
-    def grade_source(text: str) -> int:
+    def grade_source(text: str, saved_at: float | None = None) -> int:
+        # --watch: the table first; the known mistake it matches, and the plots, after it
         verdict = grade(exercise, text, sandbox=sandbox, mode=args.mode, seed=args.seed,
-                        tiers=tiers, out_dir=out_dir)
+                        tiers=tiers, out_dir=out_dir, diagnose=not args.watch)
         verdict.timings.startup_ms = round(startup_ms, 1)
         if not args.watch:
             _draw_views(verdict, out_dir, exercise.title)
-        if args.json:
+        if args.json and not args.watch:
             print(verdict.model_dump_json(indent=2), flush=True)
-        else:
+        elif not args.json:
             print(render(verdict, out_dir=str(out_dir)), flush=True)
-        if args.watch:  # the table first; the plots after it
+        if saved_at is not None:
+            print(f"[watch] save to table: {(time.perf_counter() - saved_at) * 1000:.0f} ms",
+                  file=sys.stderr, flush=True)
+        if args.watch:
+            _diagnose_after(exercise, verdict, show=not args.json)
+            if args.json:
+                print(verdict.model_dump_json(indent=2), flush=True)
             _draw_views(verdict, out_dir, exercise.title)
         if args.junit is not None:
             from judge.junit import write_junit
@@ -188,6 +203,29 @@ def cmd_local(args: argparse.Namespace) -> int:
     finally:
         if sandbox is not None:
             sandbox.close()
+
+
+def _diagnose_after(exercise, verdict, *, show: bool) -> None:
+    """``--watch``: name the known mistakes a rejected grading reproduces once its table is out
+    (what ``grade`` does before returning otherwise), and print them."""
+    if verdict.verdict != "rejected" or verdict.error is not None:
+        return
+    from judge.diagnose import diagnose
+
+    t = time.perf_counter()
+    diagnose(exercise, verdict)
+    verdict.timings.diagnosis_ms = round((time.perf_counter() - t) * 1000, 2)
+    named = [(r.name, r.misconception) for tr in verdict.tiers for r in tr.tests if r.misconception]
+    if show and named:
+        first: dict[str, list[str]] = {}
+        for test, m in named:
+            first.setdefault(m.name, []).append(test)
+        m_of = {m.name: m for _, m in named}
+        for name, tests in first.items():
+            m = m_of[name]
+            spec = f" (spec: {m.spec_section})" if m.spec_section else ""
+            print(f"  known mistake in {', '.join(tests[:3])}{' …' if len(tests) > 3 else ''}: "
+                  f"{m.why}{spec}", flush=True)
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -256,6 +294,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve(Config.from_env(**overrides), args.host, args.port)
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    from judge.service import worker_host
+    from judge.service.config import Config
+
+    overrides: dict = {} if args.concurrency is None else {"workers": args.concurrency}
+    if args.pack is not None:
+        overrides["exercises_dir"] = exercises_dir(args.pack)
+    if args.allow_weak_sandbox:
+        overrides["allow_weak_sandbox"] = True
+    cfg = Config.from_env(**overrides)
+    if cfg.workers < 1:
+        raise UsageError("judge worker: --concurrency must be at least 1")
+    return worker_host.run(cfg)
+
+
 def cmd_new(args: argparse.Namespace) -> int:
     from judge.authoring.scaffold import new_exercise
 
@@ -315,7 +368,7 @@ def cmd_wrong(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"local": cmd_local, "submit": cmd_submit, "schema": cmd_schema, "serve": cmd_serve, "new": cmd_new,
+COMMANDS = {"local": cmd_local, "submit": cmd_submit, "schema": cmd_schema, "serve": cmd_serve, "worker": cmd_worker, "new": cmd_new,
             "validate": cmd_validate, "export": cmd_export, "wrong": cmd_wrong}
 
 

@@ -49,11 +49,13 @@ def wait_for_save(path: Path, last: Stamp, *, poll: float = POLL_SECONDS,
     return None
 
 
-def watch(path: Path, grade_source: Callable[[str], int], *, read: Callable[[Path], str],
+def watch(path: Path, grade_source: Callable[[str, float | None], int], *, read: Callable[[Path], str],
           say: Callable[[str], None], max_gradings: int | None = None,
           poll: float = POLL_SECONDS) -> int:
-    """Grade ``path`` now and after every save: ``grade_source(text)`` prints the table and
-    returns the exit code. Returns the last exit code (after ``max_gradings``, or on Ctrl-C)."""
+    """Grade ``path`` now and after every save: ``grade_source(text, saved_at)`` prints the table
+    and returns the exit code (``saved_at``: the save's ``time.perf_counter()``, None the first
+    time, for it to say how long the table took). Returns the last exit code (after
+    ``max_gradings``, or on Ctrl-C)."""
     code, done = 0, 0
     last = stamp(path)
     saved_at = None
@@ -65,10 +67,8 @@ def watch(path: Path, grade_source: Callable[[str], int], *, read: Callable[[Pat
                 say(f"judge: {getattr(e, 'message', e)}")
                 source = None
             if source is not None:
-                code = grade_source(source)
+                code = grade_source(source, saved_at)
                 done += 1
-                if saved_at is not None:
-                    say(f"[watch] save to table: {(time.perf_counter() - saved_at) * 1000:.0f} ms")
             if max_gradings is not None and done >= max_gradings:
                 return code
             say(f"[watch] waiting for {path} to be saved again (Ctrl-C to stop)")

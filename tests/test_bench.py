@@ -66,3 +66,18 @@ def test_the_table_reports_the_diagnosis_cost():
     line = next(x for x in render(result).splitlines() if x.startswith("diagnosis"))
     assert line == ("diagnosis (rejected gradings only): median 212 ms, max 1388 ms; "
                     "137/140 known-wrong solutions named as themselves")
+
+
+def test_the_table_reports_the_watch_loop():
+    result = {
+        "exercises": {}, "throughput": {"1": 10.0, "2": 18.0}, "extra_mb_per_submission": 4.0,
+        "rest_mb": 900.0, "judge_local": {"startup_ms": 1500.0, "grading_ms": 40.0, "wall_ms": 3000.0},
+        "bench_seconds": 200.0, "watch": {"median_ms": 96.4, "max_ms": 140.2, "accepted_median_ms": 90.1,
+                                          "rejected_median_ms": 101.0, "saves": 6, "exercise": "gspo",
+                                          "mode": "run"},
+    }
+    line = next(x for x in render(result).splitlines() if x.startswith("judge local --watch"))
+    assert line == ("judge local --watch (gspo, run mode, 6 saves): save to table median 96 ms, max 140 ms "
+                    "(target <= 150); accepted 90 ms, rejected 101 ms")
+    del result["watch"]
+    assert "--watch" not in render(result)

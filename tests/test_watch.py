@@ -32,7 +32,10 @@ def test_watch_grades_now_and_after_each_save(tmp_path):
     seen: list[str] = []
     said: list[str] = []
 
-    def grade_source(text: str) -> int:
+    def grade_source(text: str, saved_at: float | None) -> int:
+        assert (saved_at is None) == (not seen)  # a save's time, from the second grading on
+        if saved_at is not None:
+            said.append(f"graded {time.perf_counter() - saved_at:.3f} s after the save")
         seen.append(text)
         if len(seen) < 3:  # the next save, once this grading is done
             threading.Timer(0.05, _save, (sol, f"a = {len(seen) + 1}  # saved\n")).start()
@@ -41,7 +44,7 @@ def test_watch_grades_now_and_after_each_save(tmp_path):
     code = watch(sol, grade_source, read=Path.read_text, say=said.append, max_gradings=3, poll=0.005)
     assert seen == ["a = 1\n", "a = 2  # saved\n", "a = 3  # saved\n"]
     assert code == 2  # the last grading's exit code
-    assert sum(s.startswith("[watch] save to table: ") for s in said) == 2
+    assert sum(s.startswith("graded ") for s in said) == 2
 
 
 def test_a_file_that_is_not_saved_again_is_not_graded_again(tmp_path):

@@ -366,6 +366,52 @@ def judge_local_split() -> dict[str, float]:
             "grading_ms": timings["grading_ms"], "wall_ms": round(wall, 1)}
 
 
+def watch_latency(saves: int = 6, slug: str = "gspo", mode: str = "submit") -> dict:
+    """``judge local --watch``: from a save to the whole table on stdout (the poll's delay
+    included), for saves after the first grading, alternating the reference (accepted) and the
+    starter (rejected; its known mistakes are named after the table). Each save waits for the
+    previous grading's after-work (diagnosis, plots). Median and max, ms."""
+    import queue
+
+    ex = discover()[slug]
+    texts = [ex.starter_path.read_text(), ex.solution_path.read_text()]
+    with tempfile.TemporaryDirectory() as tmp:
+        sol = Path(tmp) / "sol.py"
+        sol.write_text(texts[1])
+        proc = subprocess.Popen([sys.executable, "-m", "judge.cli", "local", "--watch", f"exercises/{slug}",
+                                 str(sol), "--mode", mode, "--out", str(Path(tmp) / "out")], cwd=REPO_ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines: queue.Queue = queue.Queue()
+        for stream in (proc.stdout, proc.stderr):
+            threading.Thread(target=lambda s=stream: [lines.put(x) for x in s], daemon=True).start()
+
+        def seen(prefix: str, timeout: float) -> float:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                line = lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+                if line.startswith(prefix):
+                    return time.perf_counter()
+            raise TimeoutError(f"judge local --watch printed no {prefix!r}")
+
+        took: dict[str, list[float]] = {"accepted": [], "rejected": []}
+        try:
+            seen("[watch] waiting", 300)
+            for i in range(saves):
+                time.sleep(0.1)
+                t = time.perf_counter()
+                sol.write_text(texts[i % 2])
+                took["rejected" if i % 2 == 0 else "accepted"].append((seen("  replay with:", 60) - t) * 1000)
+                seen("[watch] waiting", 60)  # the diagnosis and the plots come after the table
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    every = took["accepted"] + took["rejected"]
+    return {"median_ms": round(statistics.median(every), 1), "max_ms": round(max(every), 1),
+            "accepted_median_ms": round(statistics.median(took["accepted"]), 1),
+            "rejected_median_ms": round(statistics.median(took["rejected"]), 1), "saves": saves,
+            "exercise": slug, "mode": mode}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="judge-bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--submissions", type=int, default=100, help="per exercise, for the service")
@@ -413,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
     local = judge_local_split()
     print("diagnosis …", file=sys.stderr)
     diagnosis = diagnosis_cost(exercises)
+    print("judge local --watch …", file=sys.stderr)
+    watch = watch_latency()
 
     result = {
         "exercises": {slug: {"floor_ms": floor[slug], "service_p50_ms": service[slug]["p50"],
@@ -429,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
         "judge_local": local,
         "mixed": mixed,
         "diagnosis": diagnosis,
+        "watch": watch,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version(), "torch": __import__("torch").__version__},
         "bench_seconds": round(time.perf_counter() - t0, 1),
@@ -467,6 +516,11 @@ def render(r: dict) -> str:
                   f"diagnosis (rejected gradings only): median {r['diagnosis']['median_ms']:.0f} ms, "
                   f"max {r['diagnosis']['max_ms']:.0f} ms; {r['diagnosis']['named']}/{r['diagnosis']['wrong']} "
                   f"known-wrong solutions named as themselves"]),
+              *([] if not r.get("watch") else [
+                  f"judge local --watch ({r['watch']['exercise']}, {r['watch'].get('mode', 'submit')} mode, "
+                  f"{r['watch']['saves']} saves): save to table "
+                  f"median {r['watch']['median_ms']:.0f} ms, max {r['watch']['max_ms']:.0f} ms (target <= 150); "
+                  f"accepted {r['watch']['accepted_median_ms']:.0f} ms, rejected {r['watch']['rejected_median_ms']:.0f} ms"]),
               f"judge local: start-up {r['judge_local']['startup_ms']:.0f} ms, grading "
               f"{r['judge_local']['grading_ms']:.0f} ms (wall {r['judge_local']['wall_ms']:.0f} ms)",
               f"bench took {r['bench_seconds']:.0f} s; all times in ms"]
