@@ -27,9 +27,14 @@ SLUG = "wheel_demo"
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
 
 
+def clean_env() -> dict[str, str]:
+    """This process's environment without what would point the judge back at the checkout."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("JUDGE_") and k != "PYTHONPATH"}
+
+
 def run(*cmd, cwd: Path, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    r = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True,
-                       timeout=timeout)
+    r = subprocess.run([str(c) for c in cmd], cwd=cwd, env=clean_env() if env is None else env,
+                       capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, f"{cmd}: exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     return r
 
@@ -94,10 +99,6 @@ def test_the_installed_judge_imports_from_its_venv_not_the_checkout(installed):
     venv = (work / "venv").resolve()
     for line in out.split():
         assert Path(line).resolve().is_relative_to(venv), out
-
-
-def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("JUDGE_") and k != "PYTHONPATH"}
 
 
 @pytest.fixture(scope="module")
