@@ -132,7 +132,7 @@ def draw_pending(ctx: Context) -> list[str]:
             problems += told
         except Exception as e:  # noqa: BLE001 - a plot is a nicety; the verdict stands
             log.exception("could not write the views of %s", ctx.exercise)
-            problems.append(f"the plots could not be made from your metrics: {type(e).__name__}: {e}")
+            problems.append(f"the plots could not be made: {type(e).__name__}: {e}")
         problems += cap_artifacts(Path(out_dir), limits.artifact_bytes)
     ctx.pending_plots.clear()
     return problems
