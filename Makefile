@@ -52,6 +52,7 @@ fuzz: setup
 
 bench: setup
 	$(PY) -m judge.service.bench
+	$(PY) -m judge.service.bench_page  # the learner page's weight and speed, in chromium
 
 clean:
 	rm -rf .venv judge-out bench-results.json

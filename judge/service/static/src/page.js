@@ -53,6 +53,7 @@ dark.addEventListener("change", () => {
 $("show-reference").addEventListener("click", showReference);
 });
 window.judgeEditor = editor;  // for the browser tests and the console
+window.judgeReadyAt = performance.now();  // the bench's "interactive" mark (ms since navigation)
 
 function setCode(code) {
   editor.dispatch({ changes: { from: 0, to: editor.state.doc.length, insert: code } });
@@ -132,7 +133,7 @@ function show(doc) {
   const v = doc.verdict;
   $("status").textContent = v ? `Done: ${v.verdict}.` : `Could not grade it: ${doc.message || doc.status}`;
   renderResult($("result"), doc);
-  window.judgeShownAt = performance.now();  // the bench's "verdict shown" mark
+  window.judgeShownAt = performance.timeOrigin + performance.now();  // the bench's "verdict shown" (epoch ms)
   if (v) plotsWhenDrawn(doc);
 }
 
@@ -147,6 +148,7 @@ async function plotsWhenDrawn(doc) {
   }
   if (lastDoc && lastDoc.id === doc.id) lastDoc = doc;
   await showPlots(doc);
+  window.judgePlotsAt = performance.timeOrigin + performance.now();  // the bench's "plots drawn" (epoch ms)
 }
 
 async function showPlots(doc) {
