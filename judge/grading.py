@@ -20,6 +20,7 @@ from judge.proxy import SubmissionProxy
 from judge.runner import artifacts_in, draw_pending, run_tiers
 from judge.box.sandbox import Sandbox
 from judge.testing import Context
+from sandbox import wire
 
 log = logging.getLogger("judge.grading")
 MEDIA_TYPES = {".png": "image/png", ".json": "application/json", ".svg": "image/svg+xml",
@@ -181,9 +182,7 @@ def _load_in_process(exercise: Exercise, source: str) -> types.ModuleType:
     try:
         code = compile(source, "submission.py", "exec", dont_inherit=True)
     except SyntaxError as e:
-        from sandbox.child import syntax_message
-
-        raise SubmissionFailure("syntax_error", syntax_message(e)) from None
+        raise SubmissionFailure("syntax_error", wire.syntax_message(e)) from None
     except ValueError as e:  # e.g. NUL bytes in the source
         raise SubmissionFailure("syntax_error", str(e)) from None
     try:

@@ -59,7 +59,7 @@ class Session:
         except SyntaxError as e:
             line = e.lineno if type(e.lineno) is int and e.lineno >= 0 else None
             self.reply({"ok": False, "kind": "syntax_error",
-                        "message": syntax_message(e)[:wire.MESSAGE_MAX], "line": line})
+                        "message": wire.syntax_message(e)[:wire.MESSAGE_MAX], "line": line})
             return
         except ValueError as e:  # e.g. NUL bytes in the source
             self.reply({"ok": False, "kind": "syntax_error", "message": _message(e)})
@@ -309,20 +309,6 @@ _SOURCE_LINES: list[str] = []  # the loaded submission's lines, for the frames _
 TRACE_HEADER = "\n  in your code, from the call to the line that raised:"  # judge.diagnose strips from here
 FRAMES_SHOWN = 6  # frames of a deeper traceback shown: the first 2 and the last 4
 CODE_CHARS = 100  # characters of each frame's line of code
-
-
-def syntax_message(e: SyntaxError) -> str:
-    """"line 41: expected ':'", the line itself and a caret under where Python stopped reading."""
-    text = f"line {e.lineno}: {e.msg}"
-    code = e.text if type(e.text) is str else ""
-    code = code.rstrip("\r\n")
-    if code.strip():
-        indent = len(code) - len(code.lstrip())
-        shown = code.strip()[:CODE_CHARS * 2]
-        text += f"\n    {shown}"
-        if type(e.offset) is int and 0 < e.offset - indent <= len(shown) + 1:
-            text += "\n    " + " " * (e.offset - indent - 1) + "^"
-    return text
 
 
 def _where(e: BaseException) -> str:

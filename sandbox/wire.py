@@ -46,6 +46,22 @@ MESSAGE_MAX = 2000  # characters of its message
 WHERE_MAX = 1500  # characters of where it was raised: " (submission.py, line N, in f)" and the
 # learner's own frames, call site first, each with its line of code (sandbox.child._where)
 
+
+def syntax_message(e: SyntaxError) -> str:
+    """A syntax error as both sides report it (the child, and the judge loading in-process):
+    "line 41: expected ':'", the line itself and a caret under where Python stopped reading."""
+    text = f"line {e.lineno}: {e.msg}"
+    code = e.text if type(e.text) is str else ""
+    code = code.rstrip("\r\n")
+    if code.strip():
+        indent = len(code) - len(code.lstrip())
+        shown = code.strip()[:200]
+        text += f"\n    {shown}"
+        if type(e.offset) is int and 0 < e.offset - indent <= len(shown) + 1:
+            text += "\n    " + " " * (e.offset - indent - 1) + "^"
+    return text
+
+
 DTYPES: dict[str, torch.dtype] = {
     "float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
     "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
