@@ -54,6 +54,7 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' 
        "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
        "frame-ancestors 'none'; form-action 'self'")
 # Swagger UI sets style attributes as it draws; its scripts stay 'self'
+CSP_BYTES = CSP.encode()
 DOCS_CSP = CSP.replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")
 SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
                     (b"x-frame-options", b"DENY"), (b"cross-origin-opener-policy", b"same-origin")]
@@ -169,17 +170,24 @@ class Session:
         path, method = scope["path"], scope["method"]
         jar = cookies(scope)
         extra: list[tuple[bytes, bytes]] = []
+        public = path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
+        page = public or wants_html(scope)  # a page or its assets: an API call needs neither nonce
         nonce = jar.get(NONCE_COOKIE, "")
         if not (16 <= len(nonce) <= 64 and nonce.replace("-", "").replace("_", "").isalnum()):
-            nonce = secrets.token_urlsafe(24)
-            extra.append(cookie_header(NONCE_COOKIE, nonce, SESSION_SECONDS))
+            nonce = ""
+            if page:
+                nonce = secrets.token_urlsafe(24)
+                extra.append(cookie_header(NONCE_COOKIE, nonce, SESSION_SECONDS))
         state = scope.setdefault("state", {})
         state["csrf_nonce"] = nonce
-        # CodeMirror mounts its styles in a <style> element: the page's own bundle passes this
-        # response's nonce (EditorView.cspNonce); nothing else may add a style element
-        state["style_nonce"] = secrets.token_urlsafe(16)
-        csp = (DOCS_CSP if path == "/docs" else
-               CSP.replace("style-src 'self'", f"style-src 'self' 'nonce-{state['style_nonce']}'")).encode()
+        csp = CSP_BYTES
+        if path == "/docs":
+            csp = DOCS_CSP.encode()
+        elif page:
+            # CodeMirror mounts its styles in a <style> element: the page's own bundle passes
+            # this response's nonce (EditorView.cspNonce); nothing else may add a style element
+            state["style_nonce"] = secrets.token_urlsafe(16)
+            csp = CSP.replace("style-src 'self'", f"style-src 'self' 'nonce-{state['style_nonce']}'").encode()
 
         async def send_hardened(msg):
             if msg["type"] == "http.response.start":
@@ -191,7 +199,7 @@ class Session:
                 msg = {**msg, "headers": hdrs}
             await send(msg)
 
-        if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
+        if public:
             return await self.public(scope, receive, send_hardened)
         if header(scope, b"authorization") is None:
             raw = jar.get(SESSION_COOKIE)
@@ -239,6 +247,7 @@ def public_app(signer: Signer) -> Router:
 
     def render(request: Request, name: str, status: int = 200, **ctx) -> HTMLResponse:
         ctx.setdefault("csrf", signer.csrf(request.scope["state"]["csrf_nonce"]))
+        ctx.setdefault("style_nonce", request.scope["state"].get("style_nonce", ""))
         return templates.TemplateResponse(request, name, ctx, status_code=status)
 
     async def signin(request: Request):
@@ -299,7 +308,7 @@ def page_router(s: Service, signer: Signer) -> APIRouter:
 
     def ctx(request: Request, **kw) -> dict:
         return {"csrf": signer.csrf(request.scope["state"]["csrf_nonce"]),
-                "style_nonce": request.scope["state"]["style_nonce"],
+                "style_nonce": request.scope["state"].get("style_nonce", ""),
                 "signed_in": request.scope["state"].get("signed_in", False), **kw}
 
     @r.get("/", response_class=HTMLResponse)

@@ -101,6 +101,12 @@ def test_every_response_carries_the_csp(app):
     assert "frame-ancestors 'none'" in app.get("/signin").headers["content-security-policy"]
 
 
+def test_api_calls_get_no_cookie(app):
+    r = app.get("/exercises", headers={"Authorization": f"Bearer {KEYS[0]}"})
+    assert r.status_code == 200 and "set-cookie" not in r.headers
+    assert "'nonce-" not in r.headers["content-security-policy"]
+
+
 def test_the_style_nonce_is_fresh_per_response_and_in_the_page(app):
     sign_in(app)
     a, b = app.get("/exercises/glm5_mis", headers=HTML), app.get("/exercises/glm5_mis", headers=HTML)

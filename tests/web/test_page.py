@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 
 from judge.wrong import load_wrong_solutions
 
@@ -25,7 +26,13 @@ def until(page, js: str, timeout: float = 30.0) -> None:
     """Wait until the expression ``js`` is truthy in the page (polled with ``evaluate``, which
     the CSP admits; ``wait_for_function`` evaluates strings, which 'unsafe-eval' would need)."""
     deadline = time.monotonic() + timeout
-    while not page.evaluate(js):
+    while True:
+        try:
+            if page.evaluate(js):
+                return
+        except PlaywrightError as e:  # a navigation in progress: look again on the new page
+            if "context was destroyed" not in str(e) and "undefined" not in str(e):
+                raise
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {js}")
         page.wait_for_timeout(50)
@@ -232,5 +239,17 @@ def test_dark_mode(learner, web):
     assert luminance("#spec math", "color") > 0.7  # math is text: it follows the theme
     assert luminance("#editor .cm-editor", "backgroundColor") < 0.3
     page.click("#show-reference")
-    page.wait_for_selector("#reference-plots .view svg", timeout=30_000)
+    page.wait_for_selector("#reference-plots .view svg .mark-text text, #reference-plots .view svg .role-axis-label text",
+                           state="attached", timeout=30_000)
     assert page.locator("#reference-plots .view .error").count() == 0
+    label = page.locator("#reference-plots .view svg .role-axis-label text").first.get_attribute("fill")
+    r, g, b = (int(label[k:k + 2], 16) for k in (1, 3, 5))
+    assert (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255 > 0.6  # axis labels readable on the dark page
+
+
+def test_docs_render_from_local_assets(learner, web):
+    page = learner(sign_in=False)
+    page.goto(web.url + "/docs")
+    page.wait_for_selector("#swagger-ui .opblock-summary-path", timeout=30_000)
+    paths = page.locator("#swagger-ui .opblock-summary-path").all_inner_texts()
+    assert "/submit" in paths
