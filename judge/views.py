@@ -314,7 +314,7 @@ def _spec(view: View, theme: str, count: _Counter) -> dict:
 def bind(view: View, mine: Any, reference: dict[str, list] | None, theme: str = "light") -> tuple[dict, _Counter]:
     """The spec of ``view`` with the learner's datasets (from ``mine``, the metrics) and the
     reference's rows (``dataset_rows(view, ref_metrics, "reference")[0]``)."""
-    rows, count = dataset_rows(view, mine, "yours")
+    rows, count = dataset_rows(view, mine, SOURCES[0])
     spec = _spec(view, theme, count)
     ref = reference or {}
     spec["datasets"] = {name: rows[name] + ref.get(name, []) for name, _ in view.datasets}
@@ -324,7 +324,7 @@ def bind(view: View, mine: Any, reference: dict[str, list] | None, theme: str = 
 def bind_json(view: View, mine: Any, reference: dict[str, bytes] | None) -> tuple[bytes, _Counter]:
     """``dumps(bind(...)[0])`` with the reference's rows already serialised (``reference_json``):
     each grading serialises only its own rows."""
-    rows, count = dataset_rows(view, mine, "yours")
+    rows, count = dataset_rows(view, mine, SOURCES[0])
     spec = _spec(view, "light", count)
     ref = reference or {}
     merged = {}
@@ -357,7 +357,7 @@ def reference_rows(view: View, exercise: Any) -> dict[str, list]:
 
     def make():
         metrics = memo((exercise.slug, "t3"), lambda: exercise.experiment.run(exercise.ref, None))
-        return dataset_rows(view, metrics, "reference")[0]
+        return dataset_rows(view, metrics, SOURCES[1])[0]
 
     return memo((exercise.slug, "views", view.name, str(exercise.root)), make)
 
