@@ -238,3 +238,15 @@ def test_hint_when_decides_whether_the_hint_is_shown():
         with pytest.raises(Feedback) as e:
             assert_close(got, exp, what="loss", hint="use torch.where", hint_when=nonfinite_where_finite)
         assert ("use torch.where" in str(e.value)) == shown
+
+
+def test_an_import_time_exception_shows_the_learners_frames(gspo, sandbox):
+    src = _edit(GSPO_REF, ("import torch\n", "import torch\n\n\ndef _table():\n    return {}['ratio']\n\n\n"
+                                             "def _setup():\n    return _table()\n\n\nSETUP = _setup()\n"))
+    v = _grade(gspo, src, sandbox)
+    assert v.error.kind == "import_error"
+    msg = v.error.message
+    assert msg.startswith("KeyError: 'ratio' (submission.py, line "), msg
+    frames = [ln.strip() for ln in msg.splitlines() if ln.strip().startswith("line ")]
+    assert [f.split(": ", 1)[1] for f in frames] == ["SETUP = _setup()", "return _table()", "return {}['ratio']"]
+    assert "T0, T1, T2, T3 not run: the submission could not be loaded (import error)" in render(v)
