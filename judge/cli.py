@@ -7,6 +7,7 @@
     judge submit sol.py --exercise gspo --server URL --key KEY   # grade on a service (same table)
     judge schema                                    # the Verdict JSON Schema
     judge serve --host 127.0.0.1 --port 8000        # the service (configured by JUDGE_* variables)
+    judge worker --concurrency 4                    # a grading host on JUDGE_DATABASE_URL (no API)
     judge new my_exercise                           # scaffold exercises/my_exercise + reference/
     judge validate exercises/gspo | --all           # the author's checks and mutation score
     judge export exercises/gspo --format gradescope # a Gradescope autograder zip
@@ -77,6 +78,13 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--allow-weak-sandbox", action="store_true",
                      help="grade even where Landlock or seccomp is missing (JUDGE_ALLOW_WEAK_SANDBOX=1)")
     _pack_option(srv)
+
+    wrk = sub.add_parser("worker", help="grade from a shared database, no API (JUDGE_DATABASE_URL)")
+    wrk.add_argument("--concurrency", type=int, default=None,
+                     help="worker processes, each with a warm zygote (default JUDGE_WORKERS or one per core)")
+    wrk.add_argument("--allow-weak-sandbox", action="store_true",
+                     help="grade even where Landlock or seccomp is missing (JUDGE_ALLOW_WEAK_SANDBOX=1)")
+    _pack_option(wrk)
 
     new = sub.add_parser("new", help="scaffold a new exercise with a small working example")
     new.add_argument("slug", help="the exercise's name: lower case, digits, underscores")
@@ -286,6 +294,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve(Config.from_env(**overrides), args.host, args.port)
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    from judge.service import worker_host
+    from judge.service.config import Config
+
+    overrides: dict = {} if args.concurrency is None else {"workers": args.concurrency}
+    if args.pack is not None:
+        overrides["exercises_dir"] = exercises_dir(args.pack)
+    if args.allow_weak_sandbox:
+        overrides["allow_weak_sandbox"] = True
+    cfg = Config.from_env(**overrides)
+    if cfg.workers < 1:
+        raise UsageError("judge worker: --concurrency must be at least 1")
+    return worker_host.run(cfg)
+
+
 def cmd_new(args: argparse.Namespace) -> int:
     from judge.authoring.scaffold import new_exercise
 
@@ -345,7 +368,7 @@ def cmd_wrong(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"local": cmd_local, "submit": cmd_submit, "schema": cmd_schema, "serve": cmd_serve, "new": cmd_new,
+COMMANDS = {"local": cmd_local, "submit": cmd_submit, "schema": cmd_schema, "serve": cmd_serve, "worker": cmd_worker, "new": cmd_new,
             "validate": cmd_validate, "export": cmd_export, "wrong": cmd_wrong}
 
 

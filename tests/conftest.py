@@ -71,6 +71,8 @@ class Service:
                 r = httpx.get(self.url + "/readyz", timeout=2)
                 if r.status_code == 200 and r.json()["workers_ready"] == self.workers:
                     return self
+                if self.workers == 0 and r.json().get("database"):  # an API-only node: its database answers
+                    return self
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from judge.service import migrate
-from judge.service.store import ACTIVE_S, MAX_ATTEMPTS, QueueFull, Store
+from judge.service.store import ACTIVE_S, MAX_ATTEMPTS, STALL_S, QueueFull, Store
 
 
 @pytest.fixture
@@ -289,3 +289,63 @@ def test_metrics(store):
     assert m["by_status"] == {"done": 2, "queued": 1}
     assert m["by_outcome"] == {"accepted": 1, "rejected": 1}
     assert m["latency"]["count"] == 2 and m["latency"]["buckets"][-1][1] == 2
+
+
+def test_a_stalled_grading_is_retried_once_then_errors(store, monkeypatch):
+    """A worker that stops beating (killed, host gone) loses its grading after STALL_S: retried
+    once, then error with a message; one that beats keeps it."""
+    sid, other = add(store), add(store)
+    store.claim("dead")
+    store.claim("alive")
+    assert store.reap_stalled() == {}  # both just claimed
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + STALL_S + 1)
+    assert store.beat("alive") == 1
+    assert store.reap_stalled() == {sid: "queued"}
+    assert store.get(other, None)["status"] == "running"  # its worker beats
+    assert store.claim("dead2").id == sid
+    monkeypatch.setattr(time, "time", lambda: real() + 2 * (STALL_S + 1))
+    store.beat("alive")
+    assert store.reap_stalled() == {sid: "error"}
+    row = store.get(sid, None)
+    assert row["status"] == "error" and "no heartbeat" in row["message"] and "retried once" in row["message"]
+
+
+def test_a_stale_worker_never_completes_a_grading_twice(store, monkeypatch):
+    """Worker w1 is cut off and declared stalled; w2 grades the retry. When w1 comes back, its
+    verdict and its artifacts are refused: one completion, w2's."""
+    sid = add(store)
+    store.claim("w1")
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + STALL_S + 1)
+    assert store.reap_stalled() == {sid: "queued"}
+    assert store.claim("w2").id == sid
+    assert store.finish(sid, '{"by": "w1"}', "rejected", worker="w1") is False  # w1 is back: too late
+    assert store.get(sid, None)["status"] == "running"
+    assert store.finish(sid, '{"by": "w2"}', "accepted", worker="w2") is True
+    assert store.finish(sid, '{"by": "w1"}', "rejected", worker="w1") is False
+    assert store.add_artifacts(sid, '{"by": "w1", "artifacts": 1}', worker="w1") is False
+    assert store.add_artifacts(sid, '{"by": "w2", "artifacts": 1}', worker="w2") is True
+    row = store.get(sid, None)
+    assert (row["outcome"], json.loads(row["verdict"])) == ("accepted", {"by": "w2", "artifacts": 1})
+    assert [json.loads(e["data"])["status"] for e in store.events(sid) if e["kind"] == "status"].count("done") == 1
+
+
+def test_a_queued_submission_is_heard_on_every_host(store, database_url):
+    """PostgreSQL: LISTEN hears each queued submission (and each retry) at its commit, from
+    another connection; SQLite: one host, nothing to hear, and ``listen`` returns on stop."""
+    heard: list[str] = []
+    stop = threading.Event()
+    listener = threading.Thread(target=Store(database_url).listen, args=(heard.append, stop))
+    listener.start()
+    time.sleep(0.5)  # LISTEN is in place
+    sid = add(store)
+    store.claim("w")
+    store.retry_or_fail(sid, "interrupted")
+    deadline = time.monotonic() + 5
+    while store.backend.name == "postgresql" and len(heard) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    stop.set()
+    listener.join(5)
+    assert not listener.is_alive()
+    assert heard == ([sid, sid] if store.backend.name == "postgresql" else [])

@@ -112,9 +112,10 @@ class WorkerPool:
                     time.sleep(2.0)
                 if not self._stopping:
                     self._spawn(slot)
-            if time.monotonic() - last_overrun_check > 5.0:
+            if time.monotonic() - last_overrun_check > 2.0:
                 last_overrun_check = time.monotonic()
                 self._kill_overruns()
+                self._reap_stalled()
             time.sleep(0.2)
 
     def _recover(self, worker: str, message: str) -> None:
@@ -123,6 +124,15 @@ class WorkerPool:
                 notify_change(self._changes_w.fileno(), sid)
         except Exception:  # noqa: BLE001 - the next start-up recovers it
             log.exception("could not recover the submissions of %s", worker)
+
+    def _reap_stalled(self) -> None:
+        """Gradings whose worker (here or on any host) stopped beating: retried once, then error."""
+        try:
+            for sid, fate in self.store.reap_stalled().items():
+                log.error("submission %s stalled (no heartbeat): %s", sid, fate)
+                notify_change(self._changes_w.fileno(), sid)
+        except Exception:  # noqa: BLE001 - the database is away: the next round tries again
+            log.exception("could not look for stalled gradings")
 
     def _kill_overruns(self) -> None:
         try:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MAX_ATTEMPTS = 2  # a submission whose grading was interrupted is retried once
+HEARTBEAT_S = 2.0  # a grading worker says it is alive this often (judge.service.heartbeat)
+STALL_S = 10.0  # a running submission without a heartbeat this long is stalled (``reap_stalled``)
 ACTIVE_S = 60.0  # a client served this recently still counts as active (``claim``'s share)
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
@@ -137,6 +139,7 @@ class Store:
             if cur.rowcount != 1:
                 raise QueueFull("queue", queue_max)
             self._event(db, sid, "status", {"status": "queued"})
+            self.backend.queued(db, sid)
         return sid
 
     def get(self, sid: str, client: str | None) -> dict | None:
@@ -241,8 +244,8 @@ class Store:
                 return None
             row = db.execute(
                 "UPDATE submissions SET status = 'running', attempts = attempts + 1, worker = ?, "
-                "started_at = ? WHERE seq = ? RETURNING id, client, exercise, mode, code, attempts",
-                (worker, now, row["seq"])).fetchone()
+                "started_at = ?, heartbeat = ? WHERE seq = ? RETURNING id, client, exercise, mode, code, attempts",
+                (worker, now, now, row["seq"])).fetchone()
             db.execute("INSERT INTO turns (client, served, at) VALUES (?, (SELECT coalesce(max(served), 0) "
                        "+ 1 FROM turns), ?) ON CONFLICT (client) DO UPDATE SET served = excluded.served, "
                        "at = excluded.at", (row["client"], now))
@@ -263,21 +266,56 @@ class Store:
                        [(sid, at, json.dumps(data)) for sid, at, data in items])
 
     def finish(self, sid: str, verdict_json: str, outcome: str,
-               tests: list[tuple[str, float, dict]] = ()) -> None:
-        """The verdict, after the test results ``tests`` not written yet (in the same transaction)."""
+               tests: list[tuple[str, float, dict]] = (), *, worker: str | None = None) -> bool:
+        """The verdict, after the test results ``tests`` not written yet (in the same transaction).
+        ``worker``: only while that worker still holds the grading (a worker cut off long enough
+        to be declared stalled finds it retried elsewhere, and stores nothing). False: not stored."""
         with self.write() as db:
+            guard, args = ("", ()) if worker is None else (" AND status = 'running' AND worker = ?", (worker,))
+            cur = db.execute("UPDATE submissions SET status = 'done', verdict = ?, outcome = ?, worker = NULL, "
+                             "graded_by = ?, finished_at = ? WHERE id = ?" + guard,
+                             (verdict_json, outcome, worker, time.time(), sid, *args))
+            if cur.rowcount != 1:
+                return False
             if tests:
                 self._tests(db, tests)
-            db.execute("UPDATE submissions SET status = 'done', verdict = ?, outcome = ?, worker = NULL, "
-                       "finished_at = ? WHERE id = ?", (verdict_json, outcome, time.time(), sid))
             self._event(db, sid, "status", {"status": "done", "verdict": outcome})
+        return True
 
-    def add_artifacts(self, sid: str, verdict_json: str) -> None:
-        """The verdict again, now listing the plots drawn after it was first stored."""
+    def add_artifacts(self, sid: str, verdict_json: str, *, worker: str | None = None) -> bool:
+        """The verdict again, now listing the plots drawn after it was first stored (``worker``:
+        only if that worker's verdict is the one stored)."""
         with self.write() as db:
-            db.execute("UPDATE submissions SET verdict = ? WHERE id = ? AND status = 'done'",
-                       (verdict_json, sid))
+            guard, args = ("", ()) if worker is None else (" AND graded_by = ?", (worker,))
+            cur = db.execute("UPDATE submissions SET verdict = ? WHERE id = ? AND status = 'done'" + guard,
+                             (verdict_json, sid, *args))
+            if cur.rowcount != 1:
+                return False
             self._event(db, sid, "artifacts", {"ready": True})
+        return True
+
+    def listen(self, on_queued, stop) -> None:
+        """Block until ``stop`` (a threading.Event) is set, calling ``on_queued(sid)`` whenever a
+        submission is queued on any host (PostgreSQL's LISTEN/NOTIFY; nothing on SQLite)."""
+        self.backend.listen(on_queued, stop)
+
+    def beat(self, worker: str) -> int:
+        """``worker`` is alive: its running submissions' heartbeat is now (one autocommit
+        statement, no write lock). How many it holds."""
+        return self.db.execute("UPDATE submissions SET heartbeat = ? WHERE status = 'running' AND worker = ?",
+                               (time.time(), worker)).rowcount
+
+    def reap_stalled(self, stall_s: float = STALL_S) -> dict[str, str]:
+        """Running submissions whose worker has not beaten for ``stall_s`` seconds (killed, its
+        host gone or cut off): each is retried once, then marked error (``retry_or_fail``). Any
+        host may call it; the write lock makes each submission's fate decided once."""
+        rows = self.db.execute("SELECT id FROM submissions WHERE status = 'running' AND "
+                               "coalesce(heartbeat, started_at) < ?", (time.time() - stall_s,)).fetchall()
+        message = f"its grading worker stopped answering (no heartbeat for {stall_s:.0f} s)"
+        out = {}
+        for r in rows:
+            out[r["id"]] = self.retry_or_fail(r["id"], message, stall_s=stall_s)
+        return {k: v for k, v in out.items() if v != "gone"}
 
     def fail(self, sid: str, message: str) -> None:
         with self.write() as db:
@@ -288,16 +326,22 @@ class Store:
                    "WHERE id = ?", (message, time.time(), sid))
         self._event(db, sid, "status", {"status": "error", "message": message})
 
-    def retry_or_fail(self, sid: str, message: str) -> str:
-        """Grading was interrupted: queue it again if it has an attempt left, else mark it error."""
+    def retry_or_fail(self, sid: str, message: str, *, stall_s: float | None = None) -> str:
+        """Grading was interrupted: queue it again if it has an attempt left, else mark it error.
+        ``stall_s``: only if it is still without a heartbeat for that long (checked under the lock)."""
         with self.write() as db:
-            row = db.execute("SELECT attempts FROM submissions WHERE id = ? AND status = 'running'",
-                             (sid,)).fetchone()
+            if stall_s is None:
+                row = db.execute("SELECT attempts FROM submissions WHERE id = ? AND status = 'running'",
+                                 (sid,)).fetchone()
+            else:
+                row = db.execute("SELECT attempts FROM submissions WHERE id = ? AND status = 'running' "
+                                 "AND coalesce(heartbeat, started_at) < ?", (sid, time.time() - stall_s)).fetchone()
             if row is None:
                 return "gone"
             if row["attempts"] < MAX_ATTEMPTS:
                 db.execute("UPDATE submissions SET status = 'queued', worker = NULL WHERE id = ?", (sid,))
                 self._event(db, sid, "status", {"status": "queued", "retry": True})
+                self.backend.queued(db, sid)
                 return "queued"
             self._fail(db, sid, f"{message}; it was retried once and failed again")
             return "error"

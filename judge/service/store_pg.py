@@ -20,6 +20,7 @@ import psycopg
 from judge.service import migrate
 
 WRITE_LOCK = 0x6A756467  # "judg": the advisory lock every write transaction holds
+QUEUED_CHANNEL = "judge_queued"  # NOTIFY'd (with the submission's id) when one is queued
 MIGRATE_LOCK = WRITE_LOCK + 1
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
@@ -105,6 +106,24 @@ class PostgresBackend:
                         "SELECT pg_advisory_xact_lock(%s), set_config('synchronous_commit', 'off', true)",
                         (WRITE_LOCK,))
             yield db
+
+    def queued(self, db: Connection, sid: str) -> None:
+        """Inside the transaction that queues ``sid``: idle workers on every host hear of it at
+        its commit (``listen``), not at their next look at the queue."""
+        db.raw.execute("SELECT pg_notify(%s, %s)", (QUEUED_CHANNEL, sid))
+
+    def listen(self, on_queued, stop) -> None:
+        """Call ``on_queued(sid)`` for each submission queued anywhere, until ``stop`` is set (a
+        connection of its own; reconnects after a lost connection)."""
+        while not stop.is_set():
+            try:
+                with psycopg.connect(self.url, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {QUEUED_CHANNEL}")
+                    while not stop.is_set():
+                        for n in conn.notifies(timeout=1.0):
+                            on_queued(n.payload)
+            except psycopg.Error:
+                stop.wait(1.0)
 
     def migrate(self) -> None:
         """Bring the schema to ``migrate.HEAD`` (Alembic), once: concurrent openers wait on a

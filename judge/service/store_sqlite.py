@@ -64,6 +64,13 @@ class SqliteBackend:
             if relax:
                 db.execute(f"PRAGMA synchronous={self.synchronous}")
 
+    def queued(self, db: sqlite3.Connection, sid: str) -> None:
+        """One host: the API wakes its own workers (``WorkerPool.notify``)."""
+
+    def listen(self, on_queued, stop) -> None:
+        """Nothing to hear on one host: idle workers also look at the queue every poll."""
+        stop.wait()
+
     def migrate(self) -> None:
         """Bring the schema to ``migrate.HEAD`` (Alembic), once: other processes opening the same
         file wait on a lock of its directory (never of the file: SQLite's own locks are there)."""

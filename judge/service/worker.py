@@ -29,6 +29,7 @@ from pathlib import Path
 from judge.errors import IsolationUnavailable
 from judge.service.catalog import load_catalog, preview_dir
 from judge.service.config import Config
+from judge.service.heartbeat import Heartbeat
 from judge.service.idle import IdleWorkers
 from judge.service.progress import ProgressWriter, notify_change
 from judge.service.store import ClaimedSubmission, Store
@@ -58,6 +59,7 @@ class Worker:
         self.changes_fd = changes_fd  # the pool's pipe: a submission's id after each commit
         self.progress = ProgressWriter(self.store, self.changed)
         self.sandbox = None
+        self.heartbeat = Heartbeat(self.store, name).start()  # any host's pool reaps us if it stops
         self.exercises = {}
         self.broken: dict[str, str] = {}
         self.pending_previews: list = []
@@ -187,7 +189,7 @@ class Worker:
         def on_verdict(early) -> None:  # the verdict is known; its plots are drawn next
             if early.verdict != "error" and self.sandbox.alive:
                 with self.progress.taken() as tests:  # every test's result, then the verdict
-                    self.store.finish(job.id, early.model_dump_json(), early.verdict, tests)
+                    self.store.finish(job.id, early.model_dump_json(), early.verdict, tests, worker=self.name)
                 self.changed(job.id)
                 # The API, just woken, answers before the plots are drawn: with no submission
                 # waiting, this worker gives it the cores for a moment (ANSWER_FIRST_S, measured:
@@ -221,16 +223,17 @@ class Worker:
             a.path = f"/submissions/{job.id}/artifacts/{a.name}"
         told = not answered
         if answered:
-            self.store.add_artifacts(job.id, verdict.model_dump_json())
+            self.store.add_artifacts(job.id, verdict.model_dump_json(), worker=self.name)
         else:  # no plots: this is the verdict
             with self.progress.taken() as tests:
-                self.store.finish(job.id, verdict.model_dump_json(), verdict.verdict, tests)
+                self.store.finish(job.id, verdict.model_dump_json(), verdict.verdict, tests, worker=self.name)
             self.changed(job.id)
         log.info("graded %s (%s, %s): %s in %.0f ms", job.id, job.exercise, job.mode, verdict.verdict,
                  (time.perf_counter() - t0) * 1000)
         return told
 
     def close(self) -> None:
+        self.heartbeat.stop()
         if self.sandbox is not None:
             self.sandbox.close()
 

@@ -1,0 +1,150 @@
+"""Several hosts on one PostgreSQL: an API-only node (``judge serve --workers 0``) and two grading
+hosts (``judge worker``), each a process group of its own with its own data directory. Every
+submission is graded exactly once, and when one host is killed (SIGKILL to its whole group,
+zygotes included) mid-grading, the other host finishes its gradings after the heartbeat stall
+(retried once), none lost and none completed twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from judge.exercise import REPO_ROOT
+from judge.service.store import STALL_S, Store
+
+REF = (REPO_ROOT / "reference/glm5_mis/solution.py").read_text()
+STARTER = (REPO_ROOT / "exercises/glm5_mis/starter.py").read_text()
+
+
+class WorkerHost:
+    """``judge worker --concurrency N`` in a process group of its own."""
+
+    def __init__(self, root: Path, url: str, concurrency: int = 1):
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "JUDGE_DATABASE_URL": url, "JUDGE_DATA_DIR": str(root / "data"),
+               "JUDGE_EXERCISES": "glm5_mis"}
+        self.log_path = root / "worker.log"
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "judge.cli", "worker", "--concurrency",
+                                          str(concurrency)], cwd=root, env=env, stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def wait_ready(self, timeout: float = 180) -> "WorkerHost":
+        deadline = time.monotonic() + timeout
+        while "worker(s) ready" not in self.log():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"judge worker not ready:\n{self.log()}")
+            time.sleep(0.2)
+        return self
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def hosts(postgres, service_factory, tmp_path):
+    url = postgres.fresh_database()
+    api = service_factory(tmp_path / "api", workers=0, JUDGE_DATABASE_URL=url).start()
+    workers = [WorkerHost(tmp_path / f"worker{i}", url) for i in range(2)]
+    try:
+        for w in workers:
+            w.wait_ready()
+        yield api, workers, Store(url)
+    finally:
+        for w in workers:
+            w.stop()
+        api.stop()
+
+
+def submit_all(api, n: int) -> list[str]:
+    ids = []
+    for i in range(n):
+        with api.client(key=("test-key-alice", "test-key-bob")[i % 2]) as c:
+            code = REF if i % 3 else STARTER
+            r = c.post("/submit", json={"exercise": "glm5_mis", "code": code, "mode": "submit"})
+            assert r.status_code == 202, r.text
+            ids.append(r.json()["id"])
+    return ids
+
+
+def wait_all(store: Store, ids: list[str], timeout: float) -> dict[str, dict]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = {sid: store.get(sid, None) for sid in ids}
+        if all(r["status"] in ("done", "error") for r in rows.values()):
+            return rows
+        time.sleep(0.2)
+    raise AssertionError(f"not all graded in {timeout} s: "
+                         f"{[(s, r['status']) for s, r in rows.items() if r['status'] not in ('done', 'error')]}")
+
+
+def completions(store: Store, sid: str) -> int:
+    return sum(1 for e in store.events(sid) if e["kind"] == "status" and json.loads(e["data"])["status"] == "done")
+
+
+def graded_by(store: Store, sid: str) -> str:
+    return store.execute("SELECT graded_by FROM submissions WHERE id = ?", (sid,)).fetchone()[0]
+
+
+def host_of(worker_name: str) -> str:
+    return worker_name.rsplit(".", 1)[-1]  # "w<slot>.<generation>.<host pid>"
+
+
+def test_two_worker_hosts_grade_each_submission_once(hosts):
+    api, workers, store = hosts
+    ids = submit_all(api, 16)
+    rows = wait_all(store, ids, timeout=300)
+    assert all(r["status"] == "done" for r in rows.values()), [r["message"] for r in rows.values()]
+    assert all(completions(store, sid) == 1 and rows[sid]["attempts"] == 1 for sid in ids)
+    for i, sid in enumerate(ids):  # the starter is rejected, the reference accepted
+        assert rows[sid]["outcome"] == ("accepted" if i % 3 else "rejected"), sid
+    by_host = {host_of(graded_by(store, sid)) for sid in ids}
+    assert by_host == {str(w.proc.pid) for w in workers}  # both hosts took part
+    with api.client(key="test-key-bob") as c:  # the API node, which grades nothing, serves them
+        doc = c.get(f"/submissions/{ids[1]}").json()
+        assert doc["status"] == "done" and doc["verdict"]["verdict"] == "accepted"
+
+
+def test_a_killed_host_s_gradings_are_finished_by_the_other(hosts):
+    api, (victim, survivor), store = hosts
+    ids = submit_all(api, 10)
+    deadline = time.monotonic() + 120
+    while True:  # kill the victim while it holds a grading
+        held = [r["id"] for r in store.running() if host_of(r["worker"]) == str(victim.proc.pid)]
+        if held:
+            break
+        assert time.monotonic() < deadline, "the victim never claimed a submission"
+        time.sleep(0.05)
+    victim.kill()
+    t_kill = time.monotonic()
+    rows = wait_all(store, ids, timeout=300)
+    assert all(r["status"] == "done" for r in rows.values()), [r["message"] for r in rows.values()]
+    assert all(completions(store, sid) == 1 for sid in ids)  # none completed twice
+    for sid in held:
+        assert rows[sid]["attempts"] == 2 and host_of(graded_by(store, sid)) == str(survivor.proc.pid)
+    retried = [e for sid in held for e in store.events(sid)
+               if e["kind"] == "status" and json.loads(e["data"]).get("retry")]
+    assert len(retried) == len(held)
+    assert retried[0]["at"] - (time.time() - (time.monotonic() - t_kill)) < STALL_S + 5  # seen in seconds
