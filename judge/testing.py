@@ -51,7 +51,7 @@ class Context:
     out_dir: Path | None = None  # where T3 writes plots and metrics.json (None: write nothing)
     exercise: str = ""  # the exercise slug
     _memo: dict = field(default_factory=dict, repr=False)
-    # (plot, metrics, out_dir) the judge draws after the verdict (see runner.DeferredPlots)
+    # (exercise, metrics, out_dir, limits) the judge writes as views after the verdict (runner.DeferredPlots)
     pending_plots: list = field(default_factory=list, repr=False)
 
     def once(self, key: Any, compute: Callable[[], Any]) -> Any:
