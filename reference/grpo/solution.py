@@ -29,7 +29,7 @@ def group_advantages(rewards: Tensor, group_size: int, eps: float = 1e-6,
     Returns [N] in the dtype of ``rewards``. ``normalize_std=False`` gives R_i − mean_g.
     """
     if not isinstance(rewards, Tensor) or rewards.dim() != 1:
-        shape = tuple(rewards.shape) if isinstance(rewards, Tensor) else type(rewards).__name__
+        shape = tuple(getattr(rewards, "shape", ())) or type(rewards).__name__   # a non-tensor: its type
         raise ValueError(f"rewards must be a 1-D tensor [N], got shape {shape}")
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size <= 0:
         raise ValueError(f"group_size must be a positive int, got {group_size!r}")

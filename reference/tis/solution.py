@@ -87,7 +87,7 @@ def tis_ppo_loss(logp: torch.Tensor, old_logp: torch.Tensor, rollout_logp: torch
                   advantages)
     valid = mask != 0                                                     # [B, L] bool
     zero = torch.zeros((), dtype=logp.dtype, device=logp.device)
-    w = _tis_weight(old_logp, rollout_logp, valid, tis_low, tis_high).to(logp.dtype)  # [B, L]
+    w = _tis_weight(old_logp, rollout_logp, valid, tis_low, tis_high)     # [B, L], the log-probs' dtype
 
     adv = advantages.detach().to(logp.dtype)[:, None]                      # [B, 1], sg(A)
     log_r = torch.where(valid, logp - old_logp.detach(), zero)             # [B, L]
