@@ -253,3 +253,15 @@ def test_docs_render_from_local_assets(learner, web):
     page.wait_for_selector("#swagger-ui .opblock-summary-path", timeout=30_000)
     paths = page.locator("#swagger-ui .opblock-summary-path").all_inner_texts()
     assert "/submit" in paths
+
+
+def test_a_submissions_output_is_shown_as_text(learner, web):
+    page = learner("web-key-carol")
+    open_exercise(page, web)
+    hostile = "<img src=x onerror=\"window.pwned=1\"><script>window.pwned=2</script>"
+    replace_code(page, SOLUTION + f"\nprint({hostile!r})\n")
+    page.click("#run")
+    wait_verdict(page, "accepted")
+    assert hostile in page.locator("#result details pre").text_content()
+    assert page.locator("#result img, #result script").count() == 0
+    assert page.evaluate("window.pwned") is None
