@@ -52,6 +52,8 @@ fuzz: setup
 
 bench: setup
 	$(PY) -m judge.service.bench
+	@# dispatch latency the store adds, SQLite vs PostgreSQL (a throwaway local cluster)
+	$(PY) -m judge.service.bench_dispatch
 	$(PY) -m judge.service.bench_page  # the learner page's weight and speed, in chromium
 
 clean:

@@ -66,7 +66,10 @@ class WorkerHost:
 @pytest.fixture
 def hosts(postgres, service_factory, tmp_path):
     url = postgres.fresh_database()
-    api = service_factory(tmp_path / "api", workers=0, JUDGE_DATABASE_URL=url).start()
+    # the API node's poll of the events table is off (an hour): what wakes its waiters and
+    # streams is the other hosts' NOTIFY (judge.service.remote_changes)
+    api = service_factory(tmp_path / "api", workers=0, JUDGE_DATABASE_URL=url,
+                          JUDGE_NOTIFY_INTERVAL="3600").start()
     workers = [WorkerHost(tmp_path / f"worker{i}", url) for i in range(2)]
     try:
         for w in workers:
@@ -125,6 +128,11 @@ def test_two_worker_hosts_grade_each_submission_once(hosts):
     with api.client(key="test-key-bob") as c:  # the API node, which grades nothing, serves them
         doc = c.get(f"/submissions/{ids[1]}").json()
         assert doc["status"] == "done" and doc["verdict"]["verdict"] == "accepted"
+    with api.client() as c:  # woken by a worker host's NOTIFY: ?wait= answers with the verdict
+        r = c.post("/submit", params={"wait": 60}, json={"exercise": "glm5_mis", "code": REF, "mode": "submit"})
+        assert r.status_code == 200 and r.json()["verdict"]["verdict"] == "accepted", r.text
+        stream = c.get(f"/submissions/{r.json()['id']}/events", timeout=30).text
+        assert '"done"' in stream and "event: test" in stream  # its events, from the table
 
 
 def test_a_killed_host_s_gradings_are_finished_by_the_other(hosts):

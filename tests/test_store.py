@@ -349,3 +349,26 @@ def test_a_queued_submission_is_heard_on_every_host(store, database_url):
     listener.join(5)
     assert not listener.is_alive()
     assert heard == ([sid, sid] if store.backend.name == "postgresql" else [])
+
+
+def test_changes_are_heard_by_every_api_node(store, database_url):
+    """PostgreSQL: each committed change NOTIFYs its submission's id ("s": state, "e": events
+    only), heard on another connection; one notification per submission per transaction.
+    SQLite: nothing (the pool's pipe tells the API on one host)."""
+    heard: list[tuple[str, str]] = []
+    stop = threading.Event()
+    listener = threading.Thread(target=Store(database_url).listen_changes,
+                                args=(lambda kind, sid: heard.append((kind, sid)), stop))
+    listener.start()
+    time.sleep(0.5)
+    sid = add(store)
+    store.claim("w")
+    store.progress_batch([(sid, time.time(), {"tier": "T0"}), (sid, time.time(), {"tier": "T1"})])
+    store.finish(sid, "{}", "accepted")
+    deadline = time.monotonic() + 5
+    while store.backend.name == "postgresql" and len(heard) < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    stop.set()
+    listener.join(5)
+    expected = [("s", sid), ("e", sid), ("e", sid), ("s", sid)]  # queued, running, tests, done
+    assert heard == (expected if store.backend.name == "postgresql" else [])

@@ -28,6 +28,7 @@ from judge.service.files import Transfers
 from judge.service.forms import FormSubmit
 from judge.service.guard import SUBMISSION_ID, ApiError, Changes, Guard, RateLimiter, log
 from judge.service.pool import WorkerPool
+from judge.service.remote_changes import RemoteChanges
 from judge.service import pages
 from judge.service.routers import exercises, operations, submissions
 from judge.service.routers.common import Service
@@ -47,7 +48,10 @@ def create_app(cfg: Config) -> FastAPI:
     transfers = Transfers(cfg.max_transfers, cfg.client_transfers)
     pool = WorkerPool(cfg, store, {s: ex.limits.total_seconds for s, ex in catalog.items()}) \
         if cfg.workers > 0 else None
-    changes = Changes(store, cfg.notify_interval, pool.changes_fd if pool is not None else None)
+    # an API-only node on PostgreSQL hears other hosts' commits (LISTEN), else the pool's pipe
+    remote = RemoteChanges(store) if pool is None and store.backend.name == "postgresql" else None
+    changes = Changes(store, cfg.notify_interval, pool.changes_fd if pool is not None else
+                      remote.fd if remote is not None else None)
     service = Service(cfg=cfg, store=store, catalog=catalog, previews=previews, limiter=limiter,
                       transfers=transfers, pool=pool, changes=changes)
 
@@ -62,10 +66,14 @@ def create_app(cfg: Config) -> FastAPI:
         if pool is not None:
             pool.start()
         changes.start()
+        if remote is not None:
+            remote.start()
         try:
             yield
         finally:
             changes.stop()
+            if remote is not None:
+                remote.stop()
             if pool is not None:
                 await run_in_threadpool(pool.stop)
 

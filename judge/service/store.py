@@ -119,6 +119,7 @@ class Store:
     def _event(self, db, sid: str, kind: str, data: dict) -> None:
         db.execute("INSERT INTO events (submission, at, kind, data) VALUES (?, ?, ?, ?)",
                    (sid, time.time(), kind, json.dumps(data)))
+        self.backend.changed(db, sid, "e" if data.get("status") == "running" else "s")
 
     # --- the API's side ---------------------------------------------------------------------
     def add(self, client: str, exercise: str, mode: str, code: str, *, queue_max: int,
@@ -264,6 +265,8 @@ class Store:
     def _tests(self, db, items: list[tuple[str, float, dict]]) -> None:
         db.executemany("INSERT INTO events (submission, at, kind, data) VALUES (?, ?, 'test', ?)",
                        [(sid, at, json.dumps(data)) for sid, at, data in items])
+        for sid in dict.fromkeys(sid for sid, _, _ in items):
+            self.backend.changed(db, sid, "e")
 
     def finish(self, sid: str, verdict_json: str, outcome: str,
                tests: list[tuple[str, float, dict]] = (), *, worker: str | None = None) -> bool:
@@ -298,6 +301,11 @@ class Store:
         """Block until ``stop`` (a threading.Event) is set, calling ``on_queued(sid)`` whenever a
         submission is queued on any host (PostgreSQL's LISTEN/NOTIFY; nothing on SQLite)."""
         self.backend.listen(on_queued, stop)
+
+    def listen_changes(self, on_change, stop) -> None:
+        """Block until ``stop`` is set, calling ``on_change(kind, sid)`` for each change committed
+        on any host (PostgreSQL; kinds as in ``notify_change``: "s" state, "e" events only)."""
+        self.backend.listen(lambda payload: on_change(payload[:1], payload[1:]), stop, "changes")
 
     def beat(self, worker: str) -> int:
         """``worker`` is alive: its running submissions' heartbeat is now (one autocommit

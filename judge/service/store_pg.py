@@ -21,6 +21,7 @@ from judge.service import migrate
 
 WRITE_LOCK = 0x6A756467  # "judg": the advisory lock every write transaction holds
 QUEUED_CHANNEL = "judge_queued"  # NOTIFY'd (with the submission's id) when one is queued
+CHANGES_CHANNEL = "judge_changes"  # NOTIFY'd "s<id>" (its state changed) or "e<id>" (new events)
 MIGRATE_LOCK = WRITE_LOCK + 1
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
@@ -112,13 +113,20 @@ class PostgresBackend:
         its commit (``listen``), not at their next look at the queue."""
         db.raw.execute("SELECT pg_notify(%s, %s)", (QUEUED_CHANNEL, sid))
 
-    def listen(self, on_queued, stop) -> None:
-        """Call ``on_queued(sid)`` for each submission queued anywhere, until ``stop`` is set (a
-        connection of its own; reconnects after a lost connection)."""
+    def changed(self, db: Connection, sid: str, kind: str) -> None:
+        """Inside the transaction that changes ``sid``: API nodes on every host hear of it at its
+        commit (the ids only: what changed is read from the tables, so a lost one loses nothing)."""
+        db.raw.execute("SELECT pg_notify(%s, %s)", (CHANGES_CHANNEL, kind + sid))
+
+    def listen(self, on_queued, stop, channel: str = "queued") -> None:
+        """Call ``on_queued(payload)`` for each notification on ``channel`` ("queued": a
+        submission's id, "changes": "s<id>" or "e<id>"), until ``stop`` is set (a connection of
+        its own; reconnects after a lost connection)."""
+        channel = {"queued": QUEUED_CHANNEL, "changes": CHANGES_CHANNEL}[channel]
         while not stop.is_set():
             try:
                 with psycopg.connect(self.url, autocommit=True) as conn:
-                    conn.execute(f"LISTEN {QUEUED_CHANNEL}")
+                    conn.execute(f"LISTEN {channel}")
                     while not stop.is_set():
                         for n in conn.notifies(timeout=1.0):
                             on_queued(n.payload)

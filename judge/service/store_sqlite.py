@@ -67,7 +67,10 @@ class SqliteBackend:
     def queued(self, db: sqlite3.Connection, sid: str) -> None:
         """One host: the API wakes its own workers (``WorkerPool.notify``)."""
 
-    def listen(self, on_queued, stop) -> None:
+    def changed(self, db: sqlite3.Connection, sid: str, kind: str) -> None:
+        """One host: the workers tell the API through the pool's pipe (``notify_change``)."""
+
+    def listen(self, on_queued, stop, channel: str = "queued") -> None:
         """Nothing to hear on one host: idle workers also look at the queue every poll."""
         stop.wait()
 
