@@ -372,3 +372,14 @@ def test_changes_are_heard_by_every_api_node(store, database_url):
     listener.join(5)
     expected = [("s", sid), ("e", sid), ("e", sid), ("s", sid)]  # queued, running, tests, done
     assert heard == (expected if store.backend.name == "postgresql" else [])
+
+
+def test_runs_go_before_a_backlog_of_submits(store):
+    """Separate lanes: a Run queued behind 20 Submits (its own client's and another's) is the
+    next claimed; the Submits then keep their fair-share order."""
+    subs = [add(store, client=c) for c in "ab" * 10]
+    run = store.add("a", "glm5_mis", "run", "x = 1", queue_max=1000)
+    assert store.claim("w").id == run
+    store.finish(run, "{}", "accepted")
+    # a was served last: b's oldest, then a's, each client's in order
+    assert [store.claim("w").id for _ in range(4)] == [subs[1], subs[0], subs[3], subs[2]]

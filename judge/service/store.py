@@ -32,13 +32,14 @@ _COLUMNS = ("seq, id, client, exercise, mode, status, attempts, worker, verdict,
             "created_at, started_at, finished_at")
 
 
-# The next submission to grade (``Store.claim``): each client's oldest queued one (one index
-# range per client, ``submissions_queue``), ranked by the client's running count, then by when
-# it was last served (never: first), then by age; a client already holding ``share`` gradings
+# The next submission to grade (``Store.claim``): Runs before Submits (a backlog of Submits never
+# delays a Run), then each client's oldest queued one of that mode, ranked by the client's
+# running count, then by when it was last served (never: first), then by age; a client already holding ``share`` gradings
 # is passed over while another client is active (has one queued or running, or was served
 # since ``since``).
 _NEXT = """
-WITH heads AS (SELECT client, min(seq) AS seq FROM submissions WHERE status = 'queued' GROUP BY client),
+WITH heads AS (SELECT client, mode, min(seq) AS seq FROM submissions WHERE status = 'queued'
+               GROUP BY client, mode),
      running AS (SELECT client, count(*) AS n FROM submissions WHERE status = 'running' GROUP BY client)
 SELECT heads.seq FROM heads LEFT JOIN running ON running.client = heads.client
 LEFT JOIN turns ON turns.client = heads.client
@@ -46,7 +47,8 @@ WHERE coalesce(running.n, 0) < :share
    OR NOT (EXISTS (SELECT 1 FROM heads o WHERE o.client != heads.client)
            OR EXISTS (SELECT 1 FROM running o WHERE o.client != heads.client)
            OR EXISTS (SELECT 1 FROM turns o WHERE o.client != heads.client AND o.at > :since))
-ORDER BY coalesce(running.n, 0), coalesce(turns.served, 0), heads.seq LIMIT 1
+ORDER BY CASE WHEN heads.mode = 'run' THEN 0 ELSE 1 END, coalesce(running.n, 0),
+         coalesce(turns.served, 0), heads.seq LIMIT 1
 """
 
 
