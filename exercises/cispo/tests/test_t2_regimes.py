@@ -54,15 +54,16 @@ def test_extreme_log_ratios_per_dtype(sub, oracle):
                               b.cispo_weights(logp, anchor, mask, eps_low=eps_low, eps_high=eps_high)))
             # the TIS weight alone: one token per call, r = 1, TIS log-ratio -25 / -100 (e^-20 under
             # a +-20 clamp) and +25 (capped at 2 either way)
-            for tis_lr in (-shared.EXTREME_LOG_RATIOS[dtype][0], -shared.EXTREME_LOG_RATIOS[dtype][1], 25.0):
-                lp = torch.tensor([[-0.5]], dtype=dtype)
-                rollout = (lp.to(F64) - tis_lr).to(dtype)
-                x = leaf(lp)
-                calls.append(("tis", dtype, tis_lr, None, (lp, lp.clone(), torch.tensor([2.0], dtype=dtype),
-                                                            torch.ones(1, 1, dtype=torch.bool), rollout), x,
-                              b.cispo_loss(x, lp.clone(), torch.tensor([2.0], dtype=dtype),
-                                           torch.ones(1, 1, dtype=torch.bool), rollout_logp=rollout,
-                                           tis_enabled=True)))
+            tis_lr = torch.tensor([[-shared.EXTREME_LOG_RATIOS[dtype][0], -shared.EXTREME_LOG_RATIOS[dtype][1],
+                                    25.0]], dtype=F64)
+            lp = torch.full((1, 3), -0.5, dtype=dtype)
+            rollout = (lp.to(F64) - tis_lr).to(dtype)
+            x = leaf(lp)
+            one = torch.ones(1, 3, dtype=torch.bool)
+            calls.append(("tis", dtype, tis_lr.tolist()[0], None,
+                          (lp, lp.clone(), torch.tensor([2.0], dtype=dtype), one, rollout), x,
+                          b.cispo_loss(x, lp.clone(), torch.tensor([2.0], dtype=dtype), one,
+                                       rollout_logp=rollout, tis_enabled=True)))
     for kind, dtype, a, c, args, x, pending in calls:
         if kind == "w":
             eps_low, eps_high = a, c
@@ -74,9 +75,9 @@ def test_extreme_log_ratios_per_dtype(sub, oracle):
                               f"exactly, no +-20 clamp of the log-ratio (e^-25 is not e^-20)")
             continue
         logp, old, adv, mask, rollout = args
-        what = (f"cispo_loss(tis_enabled=True) with r = 1 and a TIS log-ratio old - rollout = {a:g} "
-                f"({dtype}): the TIS weight is clamp(exp({a:g}), 0, 2), no +-20 clamp first")
-        rtol, _ = shared.scaled_tolerance(dtype, abs(a))
+        what = (f"cispo_loss(tis_enabled=True) with r = 1 and TIS log-ratios old - rollout = {a} "
+                f"({dtype}): the TIS weight is clamp(exp(old - rollout), 0, 2), no +-20 clamp first")
+        rtol, _ = shared.scaled_tolerance(dtype, max(abs(v) for v in a))
         kw = dict(rollout_logp=rollout, tis_enabled=True)
         loss = pending.value
         shown = {"logp": logp, "old_logp": old, "rollout_logp": rollout, "advantages": adv}

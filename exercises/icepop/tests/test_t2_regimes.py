@@ -142,12 +142,9 @@ def test_band_ties_on_neighbouring_floats(sub):
                 old = xs[None]
                 rollout = torch.zeros_like(old)
                 mask = torch.ones(1, 6, dtype=torch.bool)
-                lp = leaf(old)  # r = 1: the weight alone decides the loss
                 calls.append((dtype, low, high, old, rollout,
-                              b.icepop_weights(old, rollout, mask, low=low, high=high), lp,
-                              b.icepop_ppo_loss(lp, old, rollout, torch.tensor([1.0], dtype=dtype), mask,
-                                                low=low, high=high)))
-    for dtype, low, high, old, rollout, w, lp, loss in calls:
+                              b.icepop_weights(old, rollout, mask, low=low, high=high)))
+    for dtype, low, high, old, rollout, w in calls:
         rho = torch.exp(old - rollout)
         keep = (rho >= low) & (rho <= high)
         want = torch.where(keep, rho, torch.zeros_like(rho))
@@ -158,8 +155,6 @@ def test_band_ties_on_neighbouring_floats(sub):
                 f"exactly a bound (kept) and the next ones outward (rejected) ({dtype}): compare the "
                 f"ratio itself with the bounds in its dtype, not the log-ratio with log(bound)")
         assert_close(w.value, want, what=what, rtol=0, atol=0, inputs=shown)
-        loss = loss.value
-        assert_close(loss, -want.to(F64).sum() / 6, what=f"icepop_ppo_loss, {what}", inputs=shown)
 
 
 def test_widths_used_as_given(sub, oracle, ctx):
@@ -170,11 +165,12 @@ def test_widths_used_as_given(sub, oracle, ctx):
         calls = []
         for i, (el, eh) in enumerate(widths):
             dtype = (F64, F32)[i % 2]
-            case = cases.make_case(g, 3, 5, dtype, cases.PADS[i % 4], bool_mask=i % 2 == 0,
-                                   empty_row=True, bounds=(0.5, 2.0), eps=(el, eh), r_range=1.6)
+            # a wide band keeps most tokens, so every width shows in many of them
+            case = cases.make_case(g, 4, 8, dtype, cases.PADS[i % 4], bool_mask=i % 2 == 0,
+                                   empty_row=True, bounds=(0.1, 10.0), eps=(el, eh), r_range=1.6)
             args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
             for per_token in (True, False):
-                kw = dict(eps_low=el, eps_high=eh, per_token_loss=per_token)
+                kw = dict(eps_low=el, eps_high=eh, low=0.1, high=10.0, per_token_loss=per_token)
                 lp = leaf(case["logp"])
                 calls.append((case, args, kw, lp, b.icepop_ppo_loss(lp, *args, **kw)))
     for case, args, kw, lp, pending in calls:

@@ -144,7 +144,7 @@ def test_drawn_shapes_match_oracle(sub, oracle, ctx):
 def test_large_batch_matches_reference(sub, ref, ctx):
     g = ctx.generator(305)
     n = shared.LARGE_TOKENS + int(torch.randint(0, 64, (), generator=g))
-    e, k, d, d_out = 8, int(torch.randint(2, 6, (), generator=g)), 2, 2  # small D: the size is in N
+    e, k, d, d_out = 6, int(torch.randint(2, 4, (), generator=g)), 2, 2  # small E, k, D: the size is in N
     runs = []
     with batch(sub) as b:
         # float64: the expert-weight gradient sums ~N k / E terms, which float32 cannot reproduce

@@ -45,20 +45,20 @@ def test_extreme_token_ratios(sub, oracle):
     with batch(sub) as b:
         calls = []
         for dtype in (F32, F64):
-            for mag in shared.EXTREME_LOG_RATIOS[dtype]:
-                lr = torch.tensor([[mag], [-mag]], dtype=F64)
-                rollout = torch.full((2, 1), -1.0, dtype=F64) - lr.clamp(min=0)
-                logp = (rollout + lr).to(dtype)
-                rollout = rollout.to(dtype)
-                th, sh = _flat_heads(2, dtype)
-                adv = torch.tensor([1.5, -0.5], dtype=dtype)
-                mask = torch.ones(2, 1, dtype=torch.bool)
-                top = 1e38 if dtype == F32 else 1e300  # a band wide enough to keep e^+-85 / e^+-700
-                for mode, low, high in (("none", 0.0, 2.0), ("tis", 0.0, top), ("mis", 0.0, top)):
-                    x = leaf(logp)
-                    args = (logp, rollout, th, sh, adv, mask)
-                    calls.append((dtype, mag, mode, low, high, args, x,
-                                  b.sc_policy_loss(x, *args[1:], mode=mode, low=low, high=high)))
+            mags = shared.EXTREME_LOG_RATIOS[dtype]
+            lr = torch.tensor([[s * m] for m in mags for s in (1.0, -1.0)], dtype=F64)  # one token per row
+            rollout = torch.full_like(lr, -1.0) - lr.clamp(min=0)
+            logp = (rollout + lr).to(dtype)
+            rollout = rollout.to(dtype)
+            th, sh = _flat_heads(len(lr), dtype)
+            adv = torch.tensor([1.5, -0.5] * len(mags), dtype=dtype)
+            mask = torch.ones(len(lr), 1, dtype=torch.bool)
+            top = 1e38 if dtype == F32 else 1e300  # a band wide enough to keep e^+-85 / e^+-700
+            for mode, low, high in (("none", 0.0, 2.0), ("tis", 0.0, top), ("mis", 0.0, top)):
+                x = leaf(logp)
+                args = (logp, rollout, th, sh, adv, mask)
+                calls.append((dtype, max(mags), mode, low, high, args, x,
+                              b.sc_policy_loss(x, *args[1:], mode=mode, low=low, high=high)))
         for dtype in (F32, F64):
             mag = shared.OVERFLOW_LOG_RATIOS[dtype][0]  # exp overflows to inf / underflows to 0
             lr = torch.tensor([[mag], [-mag]], dtype=F64)
@@ -75,8 +75,8 @@ def test_extreme_token_ratios(sub, oracle):
         rtol, _ = shared.scaled_tolerance(dtype, mag)
         kw = dict(mode=mode, low=low, high=high)
         what = (f"sc_policy_loss(mode={mode!r}, low={low}, high={high:g}) with token log-ratios "
-                f"logp - rollout_logp = [{mag:g}, {-mag:g}] ({dtype}): w_a = f(exp(logp - rollout_logp)) "
-                f"with no +-20 clamp of the log-ratio")
+                f"logp - rollout_logp = {(args[0].double() - args[1].double()).flatten().tolist()} ({dtype}): "
+                f"w_a = f(exp(logp - rollout_logp)) with no +-20 clamp of the log-ratio")
         shown = dict(zip(("logp", "rollout_logp", "train_head_logp", "sampler_head_logp", "advantages",
                           "mask"), args))
         loss = pending.value
@@ -248,9 +248,9 @@ def test_validation_with_empty_masks(sub):
         expect_raises(ValueError, pending.get, what=what)
 
 
-def _drawn(g, B, L, i):
+def _drawn(g, B, L, i, max_v=9):
     dtype = shared.DTYPES[i % 2]
-    V = int(torch.randint(2, 10, (), generator=g))
+    V = int(torch.randint(2, max_v + 1, (), generator=g))
     k = int(torch.randint(1, V + 1, (), generator=g))
     t, kw = cases.loss_case(g, B, L, V, k, dtype, i)
     t["mask"] = shared.as_mask(t["mask"] != 0, shared.MASK_KINDS[i % len(shared.MASK_KINDS)])
@@ -284,7 +284,7 @@ def test_drawn_shapes_match_oracle(sub, oracle, ctx):
 def test_large_batch_matches_reference(sub, ref, ctx):
     g = ctx.generator(303)
     B, L = shared.shapes(g)[-1]
-    t, kw = _drawn(g, B, L, int(torch.randint(0, 6, (), generator=g)))
+    t, kw = _drawn(g, B, L, int(torch.randint(0, 6, (), generator=g)), max_v=5)
 
     def grads(t, kw):
         x, h = leaf(t["logp"]), leaf(t["train_head_logp"])
