@@ -156,3 +156,28 @@ def test_a_killed_host_s_gradings_are_finished_by_the_other(hosts):
                if e["kind"] == "status" and json.loads(e["data"]).get("retry")]
     assert len(retried) == len(held)
     assert retried[0]["at"] - (time.time() - (time.monotonic() - t_kill)) < STALL_S + 5  # seen in seconds
+
+
+def test_a_host_cut_off_then_back_completes_nothing_twice(hosts):
+    """A worker host frozen mid-grading (SIGSTOP of its group: no heartbeats, as when its link is
+    down) past the stall limit, then resumed: the other host grades its submissions again, and
+    whatever the resumed host then reports is refused; every submission is completed once."""
+    api, (cut, other), store = hosts
+    ids = submit_all(api, 8)
+    deadline = time.monotonic() + 120
+    while not (held := [r["id"] for r in store.running() if host_of(r["worker"]) == str(cut.proc.pid)]):
+        assert time.monotonic() < deadline, "the host never claimed a submission"
+        time.sleep(0.05)
+    os.killpg(cut.proc.pid, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + STALL_S + 30
+        while any(store.get(sid, None)["attempts"] < 2 for sid in held):  # taken back, claimed again
+            assert time.monotonic() < deadline, "the frozen host's gradings were not taken back"
+            time.sleep(0.2)
+    finally:
+        os.killpg(cut.proc.pid, signal.SIGCONT)
+    rows = wait_all(store, ids, timeout=300)
+    assert all(r["status"] == "done" for r in rows.values()), [r["message"] for r in rows.values()]
+    assert all(completions(store, sid) == 1 for sid in ids)
+    for sid in held:
+        assert host_of(graded_by(store, sid)) == str(other.proc.pid)

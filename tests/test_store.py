@@ -321,11 +321,13 @@ def test_a_stale_worker_never_completes_a_grading_twice(store, monkeypatch):
     assert store.reap_stalled() == {sid: "queued"}
     assert store.claim("w2").id == sid
     assert store.finish(sid, '{"by": "w1"}', "rejected", worker="w1") is False  # w1 is back: too late
+    assert store.retry_or_fail(sid, "w1's grading failed", worker="w1") == "gone"  # w2's stays running
     assert store.get(sid, None)["status"] == "running"
     assert store.finish(sid, '{"by": "w2"}', "accepted", worker="w2") is True
     assert store.finish(sid, '{"by": "w1"}', "rejected", worker="w1") is False
     assert store.add_artifacts(sid, '{"by": "w1", "artifacts": 1}', worker="w1") is False
     assert store.add_artifacts(sid, '{"by": "w2", "artifacts": 1}', worker="w2") is True
+    assert store.retry_or_fail(sid, "w1's sandbox died", worker="w1") == "gone"
     row = store.get(sid, None)
     assert (row["outcome"], json.loads(row["verdict"])) == ("accepted", {"by": "w2", "artifacts": 1})
     assert [json.loads(e["data"])["status"] for e in store.events(sid) if e["kind"] == "status"].count("done") == 1

@@ -336,13 +336,16 @@ class Store:
                    "WHERE id = ?", (message, time.time(), sid))
         self._event(db, sid, "status", {"status": "error", "message": message})
 
-    def retry_or_fail(self, sid: str, message: str, *, stall_s: float | None = None) -> str:
+    def retry_or_fail(self, sid: str, message: str, *, stall_s: float | None = None,
+                      worker: str | None = None) -> str:
         """Grading was interrupted: queue it again if it has an attempt left, else mark it error.
-        ``stall_s``: only if it is still without a heartbeat for that long (checked under the lock)."""
+        ``stall_s``: only if it is still without a heartbeat for that long (checked under the lock);
+        ``worker``: only if that worker still holds it (not after it was taken back elsewhere)."""
         with self.write() as db:
             if stall_s is None:
-                row = db.execute("SELECT attempts FROM submissions WHERE id = ? AND status = 'running'",
-                                 (sid,)).fetchone()
+                guard, args = ("", ()) if worker is None else (" AND worker = ?", (worker,))
+                row = db.execute("SELECT attempts FROM submissions WHERE id = ? AND status = 'running'" + guard,
+                                 (sid, *args)).fetchone()
             else:
                 row = db.execute("SELECT attempts FROM submissions WHERE id = ? AND status = 'running' "
                                  "AND coalesce(heartbeat, started_at) < ?", (sid, time.time() - stall_s)).fetchone()

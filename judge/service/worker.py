@@ -209,7 +209,8 @@ class Worker:
             # Whatever else escaped (a SubmissionFailure, any BaseException): the worker lives on.
             log.exception("grading %s failed", job.id)
             self.progress.flush(notify=False)
-            self.store.retry_or_fail(job.id, f"the judge failed while grading: {type(e).__name__}")
+            self.store.retry_or_fail(job.id, f"the judge failed while grading: {type(e).__name__}",
+                                     worker=self.name)
             return False
         if not self.sandbox.alive:  # the zygote died under us: not the submission's doing
             log.error("the sandbox zygote of %s stopped; restarting it", self.name)
@@ -217,7 +218,7 @@ class Worker:
             self.sandbox.close()
             self.sandbox = self.new_sandbox()
             if verdict.verdict == "error":
-                self.store.retry_or_fail(job.id, "the sandbox stopped while grading")
+                self.store.retry_or_fail(job.id, "the sandbox stopped while grading", worker=self.name)
                 return False
         for a in verdict.artifacts:  # the service's storage key: the URL it is served at
             a.path = f"/submissions/{job.id}/artifacts/{a.name}"
