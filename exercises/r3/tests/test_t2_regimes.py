@@ -12,8 +12,8 @@ Which test covers which class of mistake:
   magnitude (every stable formulation passes: exp(u - max), exp(u - logsumexp(u)), softmax of
   logsigmoid).
 - test_drawn_shapes_match_oracle / test_large_batch_matches_reference: (N, E, k, D, D_out) drawn
-  per seed (k = 1, k >= 4, k = E) against the oracle, one float64 batch of N >= 16384 tokens
-  against the vectorised reference, values and gradients (router logits, x, expert weights).
+  per seed (k = 1, k >= 4, k = E) against the oracle, values and gradients; one float64 batch of
+  N >= 16384 tokens against the vectorised reference (gates and outputs).
 """
 
 import math
@@ -21,7 +21,7 @@ import math
 import torch
 
 from judge import cases as shared
-from judge.testing import Feedback, assert_close, batch, check_tensor, describe, expect_raises, leaf, sibling
+from judge.testing import assert_close, batch, check_tensor, describe, expect_raises, leaf, sibling
 
 cases = sibling(__file__, "_cases")
 F32, F64 = torch.float32, torch.float64
@@ -142,29 +142,17 @@ def test_drawn_shapes_match_oracle(sub, oracle, ctx):
 
 
 def test_large_batch_matches_reference(sub, ref, ctx):
+    # values only (the gradients are checked on every small size): the size is what this adds
     g = ctx.generator(305)
     n = shared.LARGE_TOKENS + int(torch.randint(0, 64, (), generator=g))
     e, k, d, d_out = 6, int(torch.randint(2, 4, (), generator=g)), 2, 2  # small E, k, D: the size is in N
-    runs = []
+    sf = cases.SCORE_FUNCTIONS[int(torch.randint(0, 2, (), generator=g))]
+    x, u, idx, w = cases.make_case(g, n, e, k, d, d_out, F64)
     with batch(sub) as b:
-        # float64: the expert-weight gradient sums ~N k / E terms, which float32 cannot reproduce
-        # to a fixed tolerance across summation orders
-        for dtype in (F64,):
-            sf = cases.SCORE_FUNCTIONS[int(torch.randint(0, 2, (), generator=g))]
-            x, u, idx, w = cases.make_case(g, n, e, k, d, d_out, dtype)
-            leaves = [leaf(x), leaf(u), leaf(w)]
-            probe = torch.randn(n, d_out, generator=g, dtype=F64).to(dtype)
-            runs.append((dtype, sf, x, u, idx, w, leaves, probe,
-                         b.moe_replay_forward(leaves[0], leaves[1], idx, leaves[2], score_function=sf)))
-    for dtype, sf, x, u, idx, w, leaves, probe, pending in runs:
-        what = f"moe_replay_forward(score_function={sf!r}) on N = {n} tokens, E = {e}, k = {k}, {dtype}"
-        refs = [leaf(x), leaf(u), leaf(w)]
-        want = ref.moe_replay_forward(refs[0], refs[1], idx, refs[2], score_function=sf)
-        (want * probe).sum().backward()
-        y = pending.value
-        assert_close(y, want.detach(), what=what, inputs={"expert_idx": idx})
-        cases.backward(y, probe, what)
-        for name, got, exp in zip(("x", "router_logits", "expert_weight"), leaves, refs):
-            if got.grad is None:
-                raise Feedback(f"{what}: {name} received no gradient")
-            assert_close(got.grad, exp.grad, what=f"d(sum(y * probe)) / d {name}, {what}", inputs={"expert_idx": idx})
+        gates = b.replay_gates(u, idx, score_function=sf)
+        y = b.moe_replay_forward(x, u, idx, w, score_function=sf)
+    what = f"(score_function={sf!r}) on N = {n} tokens, E = {e}, k = {k}, float64"
+    assert_close(gates.value, ref.replay_gates(u, idx, score_function=sf), what=f"replay_gates{what}",
+                 inputs={"expert_idx": idx})
+    assert_close(y.value, ref.moe_replay_forward(x, u, idx, w, score_function=sf),
+                 what=f"moe_replay_forward{what}", inputs={"expert_idx": idx})
