@@ -16,8 +16,6 @@ Which test covers which class of mistake:
   N >= 16384 tokens against the vectorised reference (gates and outputs).
 """
 
-import math
-
 import torch
 
 from judge import cases as shared
