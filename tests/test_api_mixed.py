@@ -66,10 +66,12 @@ def test_a_mixed_run_leaves_workers_alive_memory_at_rest_and_the_honest_client_s
         assert s.doc["status"] == "done" and s.doc["attempts"] == 1, (s.label, s.doc.get("message"))
     assert not (tmp_path / "pwned.txt").exists()
 
-    # fair share: the first honest submission came behind a backlog, and none of them waited
-    # while a worker took one of the hostile client's instead
+    # fair share: the first honest submission came behind a backlog, yet none of them waited
+    # behind more than one of the hostile client's claims (round robin between two clients: at
+    # most one turn of the other's, e.g. when both had nothing running and the honest client was
+    # the more recently served; FIFO put 26 ahead of the first)
     assert mixed.backlog_at(svc.db, honest[0]) >= 10
-    assert mixed.claims_ahead(svc.db, honest) == [0] * len(honest)
+    assert max(mixed.claims_ahead(svc.db, honest)) <= 1, mixed.claims_ahead(svc.db, honest)
 
     # every worker alive (the same processes), nothing left behind, memory back at rest
     assert mixed.workers(server) == workers, "a worker was replaced during the run"

@@ -27,7 +27,22 @@ SLOW_LOAD = REF + "\nimport time as _t\n_t.sleep(1)\n"  # its stream waits befor
 
 
 def run(coro):
-    return asyncio.run(coro)
+    """``asyncio.run`` in a thread of its own: a browser test's session-scoped Playwright keeps
+    an event loop running in the main thread, where asyncio.run refuses to start another."""
+    out: dict = {}
+
+    def main() -> None:
+        try:
+            out["value"] = asyncio.run(coro)
+        except BaseException as e:  # noqa: BLE001 - raised again in the test's thread
+            out["error"] = e
+
+    t = threading.Thread(target=main)
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")
 
 
 @pytest.fixture

@@ -75,8 +75,10 @@ def test_judge_local_watch_shows_a_verdict_for_each_save(tmp_path):
                 assert proc.poll() is None, "judge local --watch exited:\n" + "\n".join(got)
                 continue
             got.append(line)
-            if line.startswith("[watch] waiting for"):
-                heads = [x for x in got if x.startswith("gspo · submit · seed 1 · ")]
+            # the table is on stdout and "[watch] waiting" on stderr: read by two threads, either
+            # may come first, so a verdict is complete once both are here
+            heads = [x for x in got if x.startswith("gspo · submit · seed 1 · ")]
+            if heads and any(x.startswith("[watch] waiting for") for x in got):
                 assert len(heads) == 1, got
                 return heads[0].rsplit(" · ", 1)[1], got
         raise AssertionError("no verdict in time:\n" + "\n".join(got))

@@ -7,6 +7,7 @@ import fcntl
 import os
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -32,7 +33,7 @@ class SqliteBackend:
         if db is None:
             db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
             db.row_factory = sqlite3.Row
-            db.execute("PRAGMA journal_mode=WAL")
+            _set_wal(db)
             db.execute(f"PRAGMA synchronous={self.synchronous}")
             db.execute("PRAGMA foreign_keys=ON")
             self._local.db = db
@@ -86,3 +87,20 @@ class SqliteBackend:
                 migrate.upgrade(self.url)
         finally:
             os.close(fd)
+
+
+def _set_wal(db: sqlite3.Connection, timeout: float = 30.0) -> None:
+    """``PRAGMA journal_mode=WAL``, waiting for other openers: on a fresh file that another
+    connection is creating at the same moment, SQLite answers "database is locked" at once
+    (its busy handler does not cover the journal-mode change), so retry within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
