@@ -349,3 +349,21 @@ def sibling(test_file: str, name: str):
 
     path = Path(test_file).resolve().parent / f"{name}.py"
     return load_module(path, f"_judge_tests_{path.parent.parent.name}_{name}")
+
+
+def check_connected_zero(value: Any, *, what: str, dtype: torch.dtype, leaves: dict[str, torch.Tensor],
+                         why: str) -> None:
+    """A loss that must be exactly 0 yet stay in the graph (e.g. an all-empty mask over padding
+    that holds NaN): a 0-d ``dtype`` tensor, exactly 0, ``requires_grad``, and after
+    ``backward()`` every leaf in ``leaves`` (name -> tensor) has an all-zero gradient. ``why`` says
+    what a nonzero value usually means."""
+    loss = check_tensor(value, what=what, shape=(), dtype=dtype)
+    if float(loss.detach()) != 0.0:
+        raise Feedback(f"{what}: must be exactly 0 ({why}), got {describe(loss)}")
+    if not loss.requires_grad:
+        raise Feedback(f"{what}: must stay connected to the graph (requires_grad=True)")
+    loss.backward()
+    for name, t in leaves.items():
+        if t.grad is None or not bool((t.grad == 0).all()):
+            raise Feedback(f"{what}: {name}.grad must be all zeros, got {describe(t.grad)}")
+

@@ -82,3 +82,29 @@ def test_ctx_once_runs_a_failing_computation_once_and_raises_its_error_to_every_
             ctx.once("t3", toy)
     assert len(runs) == 1
     assert ctx.once("other", lambda: 5) == 5 and ctx.once("other", lambda: 6) == 5
+
+
+def test_check_connected_zero_refuses_each_way_a_zero_loss_goes_wrong():
+    import pytest
+    import torch
+
+    from judge.testing import Feedback, check_connected_zero
+
+    def case(make):
+        x = torch.tensor([1.0, float("nan")], dtype=torch.float64, requires_grad=True)
+        return make(x), x
+
+    ok, x = case(lambda x: torch.where(torch.tensor([False, False]), x, 0.0).sum())
+    check_connected_zero(ok, what="loss", dtype=torch.float64, leaves={"logp": x}, why="w")
+    nan, x = case(lambda x: (x * 0).sum())  # NaN padding times 0
+    with pytest.raises(Feedback, match="exactly 0"):
+        check_connected_zero(nan, what="loss", dtype=torch.float64, leaves={"logp": x}, why="w")
+    detached, x = case(lambda x: torch.zeros((), dtype=torch.float64))
+    with pytest.raises(Feedback, match="connected"):
+        check_connected_zero(detached, what="loss", dtype=torch.float64, leaves={"logp": x}, why="w")
+    leaky, x = case(lambda x: (x[:1] - x[:1].detach()).sum())  # 0, yet a gradient of 1
+    with pytest.raises(Feedback, match="logp.grad"):
+        check_connected_zero(leaky, what="loss", dtype=torch.float64, leaves={"logp": x}, why="w")
+    wrong_dtype, x = case(lambda x: torch.where(torch.tensor([False, False]), x, 0.0).sum().float())
+    with pytest.raises(Feedback):
+        check_connected_zero(wrong_dtype, what="loss", dtype=torch.float64, leaves={"logp": x}, why="w")
