@@ -106,14 +106,20 @@ def _entry_text(path: Path, k: int, e: dict, key: str) -> str:
     return v.strip()
 
 
-def _from_toml(path: Path, reference: str, headings: list[str]) -> list[WrongSolution]:
+def _toml_entries(path: Path, table: str) -> list:
+    """The ``[[table]]`` entries of the TOML file ``path``, which may hold nothing else."""
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise ExerciseError(f"{path}: invalid TOML: {e}") from e
-    entries = data.get("wrong", [])
-    if not isinstance(entries, list) or set(data) - {"wrong"}:
-        raise ExerciseError(f"{path}: holds only [[wrong]] entries")
+    entries = data.get(table, [])
+    if not isinstance(entries, list) or set(data) - {table}:
+        raise ExerciseError(f"{path}: holds only [[{table}]] entries")
+    return entries
+
+
+def _from_toml(path: Path, reference: str, headings: list[str]) -> list[WrongSolution]:
+    entries = _toml_entries(path, "wrong")
     out = []
     for k, e in enumerate(entries):
         if not isinstance(e, dict):
@@ -179,13 +185,7 @@ def load_equivalent_mutants(reference_dir: Path) -> list[EquivalentMutant]:
     path = reference_dir / "mutants.toml"
     if not path.is_file():
         return []
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise ExerciseError(f"{path}: invalid TOML: {e}") from e
-    entries = data.get("equivalent", [])
-    if not isinstance(entries, list) or set(data) - {"equivalent"}:
-        raise ExerciseError(f"{path}: holds only [[equivalent]] entries")
+    entries = _toml_entries(path, "equivalent")
     out = []
     for k, e in enumerate(entries):
         if not isinstance(e, dict) or not str(e.get("id", "")).strip() or not str(e.get("reason", "")).strip():

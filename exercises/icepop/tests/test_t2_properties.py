@@ -18,6 +18,7 @@ import math
 
 import torch
 
+from judge.cases import exact_log
 from judge.testing import (Feedback, assert_close, assert_no_grad, batch, check_tensor, describe,
                            leaf, nonfinite_where_finite, sibling, visible)
 
@@ -27,21 +28,9 @@ NAN, INF = float("nan"), float("inf")
 LN2 = math.log(2.0)
 
 
-def _exact_log(value: float, dtype: torch.dtype) -> torch.Tensor:
-    """A log-ratio x in ``dtype`` with exp(x) == value rounded to dtype (searched near log(value))."""
-    target = torch.tensor(value, dtype=dtype)
-    x = torch.tensor(math.log(value), dtype=dtype)
-    for _ in range(16):
-        e = torch.exp(x)
-        if e == target:
-            return x
-        x = torch.nextafter(x, torch.tensor(math.inf if e < target else -math.inf, dtype=dtype))
-    raise AssertionError(f"test construction: no log-ratio gives exactly {value} in {dtype}")
-
-
 def _ratios(values, dtype):
     """old_logp (log-ratios hitting the values exactly where possible) and rollout_logp = 0."""
-    old = torch.stack([_exact_log(v, dtype) if v in (0.25, 0.5, 1.0, 1.2, 2.0, 4.0)
+    old = torch.stack([exact_log(v, dtype) if v in (0.25, 0.5, 1.0, 1.2, 2.0, 4.0)
                        else torch.tensor(math.log(v), dtype=dtype) for v in values])[None]
     return old, torch.zeros_like(old)
 
@@ -107,7 +96,7 @@ def _hand_case(dtype):
     r=[1, 1.5, .5, 2]; row 1 (A=-2) rho=[2, 1], r=[.5, 1.5], then NaN padding; row 2 (A=5) empty."""
     rho = [[0.5, 1.0, 4.0, 0.25], [2.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]]
     r = [[1.0, 1.5, 0.5, 2.0], [0.5, 1.5, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]]
-    old = torch.stack([torch.stack([_exact_log(v, dtype) for v in row]) for row in rho])
+    old = torch.stack([torch.stack([exact_log(v, dtype) for v in row]) for row in rho])
     logp = old + torch.log(torch.tensor(r, dtype=dtype))
     rollout = torch.zeros(3, 4, dtype=dtype)
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [0, 0, 0, 0]], dtype=torch.bool)
