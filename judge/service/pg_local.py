@@ -45,8 +45,9 @@ class LocalPostgres:
     """One cluster: ``start()`` it, ``stop()`` it (its directory goes too)."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int | None = None,
-                 root: Path | None = None):
+                 root: Path | None = None, clients: str | None = None):
         self.host, self.port = host, port or free_port(host)
+        self.clients = clients  # a network (CIDR) allowed to connect besides localhost: other hosts
         self.bin = server_bin()
         self.root = Path(root or tempfile.mkdtemp(prefix="judge-pg-"))
         self.data = self.root / "data"
@@ -77,6 +78,9 @@ class LocalPostgres:
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", self.user, "-A", "scram-sha-256",
                   f"--pwfile={pwfile}", "-E", "UTF8", "--no-sync", "--locale=C")
         pwfile.unlink()
+        if self.clients:  # e.g. the hosts of judge.service.netns, on their subnet
+            with open(self.data / "pg_hba.conf", "a") as hba:
+                hba.write(f"host all all {self.clients} scram-sha-256\n")
         # fsync off: a test cluster, thrown away; it measures the judge, not the disk
         opts = ["-c", f"listen_addresses={self.host}", "-c", f"port={self.port}",
                 "-c", f"unix_socket_directories={self.root}", "-c", "fsync=off",
