@@ -385,3 +385,18 @@ def test_runs_go_before_a_backlog_of_submits(store):
     store.finish(run, "{}", "accepted")
     # a was served last: b's oldest, then a's, each client's in order
     assert [store.claim("w").id for _ in range(4)] == [subs[1], subs[0], subs[3], subs[2]]
+
+
+def test_a_claim_of_one_mode_takes_only_that_mode_by_fair_share(store):
+    """What a Procrastinate ticket of queue "run" or "submit" claims (judge.service.dispatch): the
+    fair-share next submission of its mode only, whatever else is older."""
+    subs = [store.add("a", "glm5_mis", "submit", "x", queue_max=100) for _ in range(3)]
+    run_a = store.add("a", "glm5_mis", "run", "x", queue_max=100)
+    run_b = store.add("b", "glm5_mis", "run", "x", queue_max=100)
+    sub_b = store.add("b", "glm5_mis", "submit", "x", queue_max=100)
+    assert store.claim("w1", mode="submit").id == subs[0]  # a's oldest Submit (runs are another queue)
+    assert store.claim("w2", mode="run").id == run_b  # a holds one running: b's Run first
+    assert store.claim("w3", mode="run").id == run_a
+    assert store.claim("w4", mode="run") is None and not store.has_queued("run")
+    assert store.has_queued("submit")
+    assert store.claim("w5", mode="submit").id == sub_b  # b has none running now, a has two

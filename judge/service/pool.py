@@ -4,6 +4,11 @@
 the API process is inherited), restarts one that dies (its submission is retried once, then
 marked error), kills one whose grading overruns every limit, and stops them on shutdown. The
 workers write a submission's id to the pool's pipe after each commit; the API reads it there.
+
+Two ways to feed them: on SQLite each worker claims from the store by itself (polling, woken by
+``notify``); ``dispatched`` (PostgreSQL) each takes orders on a pipe of its own: ``ask(slot,
+mode)`` is one Procrastinate ticket of ``mode`` (``judge.service.dispatch``), which the worker
+turns into a fair-share claim of that mode and a grading, and answers what came of it.
 """
 
 from __future__ import annotations
@@ -37,13 +42,16 @@ class Slot:
     proc: Any = None  # its multiprocessing Process, None before the first start and after stop
     ready: Any = None  # its ready Event (set once it has preloaded and started its sandbox)
     started: float = 0.0  # time.monotonic() of its start (a crash at start-up is not respun at once)
+    orders: Any = None  # dispatched pools: the pool's end of the process's order pipe (``ask``)
 
 
 class WorkerPool:
     """The workers of one service (``cfg.workers`` slots), started, watched and stopped here."""
 
-    def __init__(self, cfg: Config, store: Store, limits: dict[str, float] | None = None):
+    def __init__(self, cfg: Config, store: Store, limits: dict[str, float] | None = None, *,
+                 dispatched: bool = False):
         self.cfg, self.store = cfg, store
+        self.dispatched = dispatched  # workers take orders (``ask``) instead of polling the store
         self.limits = limits or {}  # exercise → its total_seconds, for the overrun watchdog
         self.ctx = mp.get_context("spawn")
         self.stop_event = self.ctx.Event()
@@ -68,12 +76,40 @@ class WorkerPool:
         slot.generation += 1
         slot.name = f"w{slot.index}.{slot.generation}.{os.getpid()}"
         slot.ready = self.ctx.Event()
+        theirs = None
+        if self.dispatched:
+            if slot.orders is not None:
+                slot.orders.close()  # the dead process's: a caller blocked on it gets EOF
+            slot.orders, theirs = self.ctx.Pipe(duplex=True)
         proc = self.ctx.Process(target=worker_main, name=f"judge-worker-{slot.index}", daemon=True,
                                 args=(self.cfg.without_secrets(), slot.name, slot.index,
                                       self.cfg.workers, slot.ready, self.stop_event, self.idle,
-                                      os.getpid(), self.busy, self._changes_w))
+                                      os.getpid(), self.busy, self._changes_w)
+                                + ((theirs,) if theirs is not None else ()))
         proc.start()
+        if theirs is not None:
+            theirs.close()  # only the worker holds its end: its death is EOF here
         slot.proc, slot.started = proc, time.monotonic()
+
+    def ask(self, index: int, mode: str) -> tuple[str, str | None] | None:
+        """A dispatched pool: slot ``index``'s worker claims the fair-share next submission of
+        ``mode`` and grades it (blocking; one caller per slot at a time). Its answer: ("graded",
+        id), ("empty", None) when none of ``mode`` is queued, ("wait", None) when some are but
+        the fair share passes their clients over for now; None when the worker died meanwhile
+        (the pool takes its grading back: ``_recover``) or the pool is stopping."""
+        slot = self.slots[index]
+        while not self._stopping:  # a worker still starting, or being restarted after a death
+            proc, ready, orders = slot.proc, slot.ready, slot.orders
+            if proc is not None and ready is not None and orders is not None and proc.is_alive() \
+                    and ready.wait(0.2):
+                break
+        else:
+            return None
+        try:
+            orders.send(mode)
+            return orders.recv()
+        except (EOFError, OSError):
+            return None
 
     def notify(self) -> None:
         """A submission was queued: wake the most recently idle worker now rather than at its
@@ -173,7 +209,9 @@ class WorkerPool:
         if self._monitor is not None and self._monitor is not threading.current_thread():
             self._monitor.join(2.0)  # last: workers it started die with it (PR_SET_PDEATHSIG)
         for slot in self.slots:  # free the semaphores now, not at interpreter exit
-            slot.ready = slot.proc = None
+            if slot.orders is not None:
+                slot.orders.close()
+            slot.ready = slot.proc = slot.orders = None
         self.stop_event = self.idle = None
         self._changes_w.close()  # the API stopped listening (Changes.stop) before this
         self._changes_r.close()

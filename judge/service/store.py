@@ -38,7 +38,7 @@ _COLUMNS = ("seq, id, client, exercise, mode, status, attempts, worker, verdict,
 # is passed over while another client is active (has one queued or running, or was served
 # since ``since``).
 _NEXT = """
-WITH heads AS (SELECT client, mode, min(seq) AS seq FROM submissions WHERE status = 'queued'
+WITH heads AS (SELECT client, mode, min(seq) AS seq FROM submissions WHERE status = 'queued'{mode}
                GROUP BY client, mode),
      running AS (SELECT client, count(*) AS n FROM submissions WHERE status = 'running' GROUP BY client)
 SELECT heads.seq FROM heads LEFT JOIN running ON running.client = heads.client
@@ -50,6 +50,9 @@ WHERE coalesce(running.n, 0) < :share
 ORDER BY CASE WHEN heads.mode = 'run' THEN 0 ELSE 1 END, coalesce(running.n, 0),
          coalesce(turns.served, 0), heads.seq LIMIT 1
 """
+# the same, among one mode's submissions (a Procrastinate ticket of that mode: judge.service.dispatch)
+_NEXT_OF = {None: _NEXT.format(mode=""), "run": _NEXT.format(mode=" AND mode = 'run'"),
+            "submit": _NEXT.format(mode=" AND mode = 'submit'")}
 
 
 class QueueFull(Exception):
@@ -223,10 +226,14 @@ class Store:
         return self.db.execute("SELECT 1").fetchone()[0] == 1
 
     # --- the workers' side ------------------------------------------------------------------
-    def has_queued(self) -> bool:
-        return self.db.execute("SELECT 1 FROM submissions WHERE status = 'queued' LIMIT 1").fetchone() is not None
+    def has_queued(self, mode: str | None = None) -> bool:
+        """Any submission queued (of ``mode``, when given)."""
+        if mode is None:
+            return self.db.execute("SELECT 1 FROM submissions WHERE status = 'queued' LIMIT 1").fetchone() is not None
+        return self.db.execute("SELECT 1 FROM submissions WHERE status = 'queued' AND mode = ? LIMIT 1",
+                               (mode,)).fetchone() is not None
 
-    def claim(self, worker: str, share: int | None = None) -> ClaimedSubmission | None:
+    def claim(self, worker: str, share: int | None = None, mode: str | None = None) -> ClaimedSubmission | None:
         """Atomically take the next queued submission, by fair share, and mark it running.
 
         Fair share: among the clients with a submission queued, the one with the fewest running
@@ -236,12 +243,13 @@ class Store:
         the most gradings one client may hold while another client is active (queued, running,
         or served in the last ``ACTIVE_S`` seconds), so that with ``share`` = workers - 1 a
         worker stays free for the others' next submission instead of taking more of a backlog
-        (None: no cap; a lone client always has every worker)."""
-        if not self.has_queued():  # a cheap read first: idle workers never take the write lock
+        (None: no cap; a lone client always has every worker). ``mode``: only a submission of
+        that mode ("run" or "submit": what a Procrastinate ticket of that queue claims)."""
+        if not self.has_queued(mode):  # a cheap read first: idle workers never take the write lock
             return None
         now = time.time()
         with self.write() as db:
-            row = db.execute(_NEXT, {"share": share if share is not None else 2**62,
+            row = db.execute(_NEXT_OF[mode], {"share": share if share is not None else 2**62,
                                      "since": now - ACTIVE_S}).fetchone()
             if row is None:
                 return None
@@ -382,6 +390,19 @@ class Store:
                              "attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END WHERE id = ? AND status = 'running'", (sid,))
             if cur.rowcount:
                 self._event(db, sid, "status", {"status": "queued"})
+                self.backend.queued(db, sid)  # on PostgreSQL: a new ticket, with the row
+
+    def return_ticket(self, mode: str) -> None:
+        """A dispatch ticket of ``mode`` given back unused (its host is stopping): another in its
+        place, for another host (PostgreSQL; nothing on SQLite)."""
+        with self.write() as db:
+            self.backend.ticket(db, mode)
+
+    def reconcile_tickets(self) -> dict[str, int]:
+        """Tickets missing for queued submissions, deferred now (PostgreSQL's dispatch); mode →
+        how many. A safety net: every transaction that queues a submission defers its ticket."""
+        with self.write() as db:
+            return self.backend.reconcile(db)
 
     # --- metrics ----------------------------------------------------------------------------
     def metrics(self) -> dict:

@@ -17,7 +17,7 @@ from typing import Iterator
 
 import psycopg
 
-from judge.service import migrate
+from judge.service import dispatch, migrate
 
 WRITE_LOCK = 0x6A756467  # "judg": the advisory lock every write transaction holds
 QUEUED_CHANNEL = "judge_queued"  # NOTIFY'd (with the submission's id) when one is queued
@@ -109,9 +109,19 @@ class PostgresBackend:
             yield db
 
     def queued(self, db: Connection, sid: str) -> None:
-        """Inside the transaction that queues ``sid``: idle workers on every host hear of it at
-        its commit (``listen``), not at their next look at the queue."""
+        """Inside the transaction that queues ``sid``: its Procrastinate job (``dispatch``: a
+        ticket for its mode, committed with the row or not at all), and a notification for
+        whoever LISTENs to the queue (``listen``)."""
+        dispatch.defer_for(db.raw, sid)
         db.raw.execute("SELECT pg_notify(%s, %s)", (QUEUED_CHANNEL, sid))
+
+    def ticket(self, db: Connection, mode: str) -> None:
+        """One ticket of ``mode`` not tied to a submission (a stopping host gives its back)."""
+        dispatch.defer_mode(db.raw, mode)
+
+    def reconcile(self, db: Connection) -> dict[str, int]:
+        """The tickets missing for queued submissions, deferred now (``dispatch.reconcile``)."""
+        return dispatch.reconcile(db.raw)
 
     def changed(self, db: Connection, sid: str, kind: str) -> None:
         """Inside the transaction that changes ``sid``: API nodes on every host hear of it at its
@@ -134,14 +144,16 @@ class PostgresBackend:
                 stop.wait(1.0)
 
     def migrate(self) -> None:
-        """Bring the schema to ``migrate.HEAD`` (Alembic), once: concurrent openers wait on a
+        """Bring the schema to ``migrate.HEAD`` (Alembic) and Procrastinate's schema to the
+        installed version (``dispatch.ensure_schema``), once: concurrent openers wait on a
         session advisory lock."""
         db = self.connection()
-        if migrate.current(db, self.name) == migrate.HEAD:
+        if migrate.current(db, self.name) == migrate.HEAD and dispatch.has_schema(db.raw):
             return
         db.raw.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
         try:
             if migrate.current(db, self.name) != migrate.HEAD:
                 migrate.upgrade(self.url)
+            dispatch.ensure_schema(db.raw)
         finally:
             db.raw.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))

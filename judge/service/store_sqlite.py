@@ -68,6 +68,12 @@ class SqliteBackend:
     def queued(self, db: sqlite3.Connection, sid: str) -> None:
         """One host: the API wakes its own workers (``WorkerPool.notify``)."""
 
+    def ticket(self, db: sqlite3.Connection, mode: str) -> None:
+        """No dispatch queue on one host: the workers look at the store."""
+
+    def reconcile(self, db: sqlite3.Connection) -> dict[str, int]:
+        return {}
+
     def changed(self, db: sqlite3.Connection, sid: str, kind: str) -> None:
         """One host: the workers tell the API through the pool's pipe (``notify_change``)."""
 
