@@ -6,6 +6,8 @@ import math
 
 import torch
 
+from judge.testing import Feedback
+
 PAD_FILLS = (float("nan"), float("inf"), float("-inf"), 1e30)
 CLIPS = ((0.2, 0.2), (0.2, 0.28), (0.1, 0.3), (0.3, 0.1))
 EPS_CHOICES = (None, 0.1, 0.5, 1e-3)          # None: the default eps=1e-6
@@ -120,3 +122,16 @@ def regime_loss_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: 
     mask = jc.as_mask(valid, jc.MASK_KINDS[k % len(jc.MASK_KINDS)])
     adv_dtype = torch.float64 if dtype == torch.float32 and k % 3 != 0 else dtype
     return logp.to(dtype), old.to(dtype), adv.to(adv_dtype), mask, kwargs
+
+
+def backward_all(losses, whats) -> None:
+    """``backward()`` of many independent losses (each from its own call on its own leaves) in
+    one pass of autograd's engine instead of one per loss: each leaf still gets exactly its own
+    loss's gradient (the losses share no graph, and each is seeded with 1). A loss that is not
+    in the graph fails with the name of its case (``whats``), as its own backward() would."""
+    for loss, what in zip(losses, whats):
+        if not loss.requires_grad:
+            raise Feedback(f"{what}: the loss has requires_grad=False, so backward() cannot reach "
+                           f"logp (no .detach(), no torch.no_grad, no .item())")
+    if losses:
+        torch.autograd.backward(list(losses))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from judge.testing import batch
+from judge.testing import batch, check_tensor
 
 STEP_ATOL = 1e-12  # a guided epoch lands this close to the reference's next logits, or the run is
                    # trained step by step
@@ -41,9 +41,10 @@ def train_guided(experiment, impl, seed: int, guide: torch.Tensor) -> list[dict]
 
     Every epoch of the run is one call at the logits the epoch starts from. Along the reference's
     trajectory those logits are known in advance, so all 180 calls (60 advantages, then 120
-    losses) go out in one batch, not one round trip to the sandbox per step, and each epoch's
-    step theta_k - LR * grad(theta_k) is checked against the reference's theta_{k+1}
-    (``STEP_ATOL``) while later calls compute. When every step lands there, the run ``experiment._train``
+    losses) go out in one batch, not one round trip to the sandbox per step; the 120 losses
+    get one backward (they are independent, so each leaf gets its own loss's gradient), and every
+    epoch's step theta_k - LR * grad(theta_k) is checked at once against the reference's
+    theta_{k+1} (``STEP_ATOL``). When every step lands there, the run ``experiment._train``
     would make is this one: it starts at the same logits, and each of its steps lands where the
     reference's does, to within rounding. The bandit damps a stray (measured: a step pushed 3e-8
     off is 1.8e-8 off at the end), so 120 steps stray at most ~1.2e-10 in all; T3 compares
@@ -57,26 +58,12 @@ def train_guided(experiment, impl, seed: int, guide: torch.Tensor) -> list[dict]
     x = experiment
     n_pol, G, n_arms = len(x.VARIANTS), x.GROUP_SIZE, len(x.ARM_REWARDS)
     ITERATIONS, EPOCHS = x.ITERATIONS, x.EPOCHS
-    if tuple(guide.shape) != (ITERATIONS * EPOCHS + 1, n_pol, n_arms) or guide.dtype != torch.float64:
+    K = ITERATIONS * EPOCHS
+    if tuple(guide.shape) != (K + 1, n_pol, n_arms) or guide.dtype != torch.float64:
         return None
     uniforms, rows, mask = x._setup(seed)
     probs_seen, rewards_seen, arms_seen, advs = [], [], [], []
-    logps, old_logps, grads_seen = [], [], []   # per epoch, [2G] each
-
-    def read(it: int, epochs: list) -> bool:
-        """Iteration ``it``'s answers: do its epochs' steps, taken from the guide's logits with
-        the submission's gradients, land on the guide's next logits? (all four at once)"""
-        for logp_leaf, pending in epochs:
-            g_logp = x._logp_grad(pending, logp_leaf)
-            if g_logp is None:                                     # not finite
-                return False
-            grads_seen.append(g_logp)
-        k = it * EPOCHS
-        thetas = guide[k:k + EPOCHS]                               # [E, 2, 4]
-        landed = x._sgd_step(thetas, torch.log_softmax(thetas, -1),
-                             (torch.arange(EPOCHS)[:, None], rows, arms_seen[it]),
-                             torch.stack(grads_seen[k:k + EPOCHS]))
-        return torch.allclose(landed, guide[k + 1:k + EPOCHS + 1], rtol=0.0, atol=STEP_ATOL)
+    leaves, losses = [], []                                # per epoch: [2G, 1] leaf, its pending loss
 
     try:
         with batch(impl) as b:
@@ -87,36 +74,49 @@ def train_guided(experiment, impl, seed: int, guide: torch.Tensor) -> list[dict]
                 probs_seen.append(probs)
                 rewards_seen.append(rewards)
                 arms_seen.append(arms.reshape(-1))                 # [2G]
-            shared, previous = [(mask, mask._version)], None     # inputs that several calls get
-            for it in range(ITERATIONS):                           # every epoch's loss, checked
+            shared = [(mask, mask._version)]                       # inputs that several calls get
+            # every epoch's logp [K, 2G] at once: log pi(arm) at the logits the epoch starts from
+            arms_k = torch.stack(arms_seen).repeat_interleave(EPOCHS, 0)        # [K, 2G]
+            lsm_k = torch.log_softmax(guide[:K], -1)                            # [K, 2, 4]
+            logp_k = lsm_k[torch.arange(K)[:, None], rows, arms_k]              # [K, 2G]
+            for it in range(ITERATIONS):                           # every epoch's loss
                 adv = torch.cat([x._advantages(a) for a in advs[it]])   # [2G]
                 if tuple(adv.shape) != (n_pol * G,):
                     return None
                 advs[it] = adv
-                flat_arms = arms_seen[it]
-                old_logp = torch.log_softmax(guide[it * EPOCHS], -1)[rows, flat_arms]   # [2G]
+                old_logp = logp_k[it * EPOCHS].clone()             # [2G], frozen for the 4 epochs
                 shared += [(adv, adv._version), (old_logp, old_logp._version)]
-                epochs = []
                 for epoch in range(EPOCHS):
-                    logp = torch.log_softmax(guide[it * EPOCHS + epoch], -1)[rows, flat_arms]  # [2G]
+                    logp = logp_k[it * EPOCHS + epoch]             # [2G]
                     logp_leaf = logp.unsqueeze(-1).clone().requires_grad_(True)
-                    epochs.append((logp_leaf, b.grpo_loss(logp_leaf, old_logp.unsqueeze(-1), adv,
-                                                          mask, clip_low=x.CLIP_LOW,
-                                                          clip_high=x.CLIP_HIGH)))
-                    logps.append(logp)
-                    old_logps.append(old_logp)
-                # the previous iteration's answers are in by now: read while these compute
-                if previous is not None and not read(*previous):
-                    return None
-                previous = (it, epochs)
+                    losses.append(b.grpo_loss(logp_leaf, old_logp.unsqueeze(-1), adv, mask,
+                                              clip_low=x.CLIP_LOW, clip_high=x.CLIP_HIGH))
+                    leaves.append(logp_leaf)
+        # every answer, then one backward for all of them: the losses are independent (each its
+        # own call on its own leaf), so each leaf gets exactly its own loss's gradient, as the
+        # step-by-step run's one backward per loss gives it
+        values = [check_tensor(p.value, what="grpo_loss", shape=()) for p in losses]
         # a call that wrote into an input several calls get: the step-by-step run's later calls
         # would see what it wrote, and here some were sent before
-        if not read(*previous) or any(t._version != v for t, v in shared):
+        if any(t._version != v for t, v in shared):
             return None
+        if not all(v.requires_grad for v in values):               # its backward() would raise
+            return None
+        torch.autograd.backward(values)
+        grads = torch.stack([torch.zeros(n_pol * G, dtype=torch.float64) if leaf.grad is None
+                             else leaf.grad.detach().to(torch.float64).reshape(-1) for leaf in leaves])
+        grads = grads * n_pol                                      # [K, 2G], as experiment._logp_grad
+        if not bool(torch.isfinite(grads).all()):
+            return None
+        # every step at once: theta_k - LR * grad(theta_k) lands on the guide's theta_{k+1}?
+        landed = x._sgd_step(guide[:K], lsm_k, (torch.arange(K)[:, None], rows, arms_k), grads)
+        if not torch.allclose(landed, guide[1:], rtol=0.0, atol=STEP_ATOL):
+            return None
+        grads_seen = list(grads.unbind(0))
         # every epoch's clip fractions at once
         epoch_adv = torch.stack(advs).repeat_interleave(EPOCHS, 0)                # [K, 2G]
-        clip = x._clip_fractions(epoch_adv > 0, epoch_adv < 0,
-                                 torch.exp(torch.stack(logps) - torch.stack(old_logps)), n_pol, G)
+        old_k = logp_k[::EPOCHS].repeat_interleave(EPOCHS, 0)                   # [K, 2G]
+        clip = x._clip_fractions(epoch_adv > 0, epoch_adv < 0, torch.exp(logp_k - old_k), n_pol, G)
     except Exception:  # noqa: BLE001 - a raise: the step-by-step run says where (the grading's
         return None    # own failures, time or memory, are BaseExceptions and go through)
     probs_seen.append(torch.softmax(guide[-1], -1))

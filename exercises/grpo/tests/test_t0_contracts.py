@@ -139,6 +139,7 @@ def test_empty_mask_gives_graph_connected_zero(sub):
                 calls.append((dtype, f"B = 0, per_token_loss={per_token}", lp,
                               b.grpo_loss(lp, torch.zeros(0, 3, dtype=dtype), torch.zeros(0, dtype=dtype),
                                           torch.zeros(0, 3, dtype=torch.bool), per_token_loss=per_token)))
+    outs = []   # every value first, then one backward for all of them (independent losses)
     for dtype, per_token, lp, pending in calls:
         what = f"grpo_loss with an all-zero mask ({dtype}, {per_token})"
         out = check_tensor(pending.value, what=what, shape=(), dtype=dtype)
@@ -148,7 +149,10 @@ def test_empty_mask_gives_graph_connected_zero(sub):
             raise Feedback(f"{what}: expected a graph-connected zero (requires_grad=True) so that "
                            f"loss.backward() works on an all-padding batch; got requires_grad=False "
                            f"(e.g. torch.tensor(0.) or a detached result)")
-        out.backward()
+        outs.append(out)
+    torch.autograd.backward(outs)
+    for dtype, per_token, lp, pending in calls:
+        what = f"grpo_loss with an all-zero mask ({dtype}, {per_token})"
         if lp.grad is None:
             raise Feedback(f"{what}: backward() left logp.grad = None; the zero must depend on logp")
         if bool((lp.grad != 0).any()) or not bool(torch.isfinite(lp.grad).all()):

@@ -43,6 +43,7 @@ def _check_loss(sub, oracle, g, limit=None):
     expected = [(oracle.grpo_loss(logp, old, adv, mask, **kwargs),
                  oracle.grpo_loss_grad(logp, old, adv, mask, **kwargs))
                 for logp, old, adv, mask, kwargs, _, _ in calls]
+    checked = []   # every loss first (smallest case first), then one backward for all of them
     for (logp, old, adv, mask, kwargs, lp, pending), (exp, exp_grad) in zip(calls, expected):
         B, L = logp.shape
         what = (f"grpo_loss(B={B}, L={L}, {str(logp.dtype).replace('torch.', '')}, "
@@ -50,7 +51,9 @@ def _check_loss(sub, oracle, g, limit=None):
         inputs = {"logp": logp, "old_logp": old, "advantages": adv, "mask": mask, **kwargs}
         loss = pending.value
         assert_close(loss, exp, what=what, inputs=inputs)
-        loss.backward()
+        checked.append((loss, what, inputs, lp, exp_grad))
+    cases.backward_all([c[0] for c in checked], [c[1] for c in checked])
+    for _, what, inputs, lp, exp_grad in checked:
         assert_close(lp.grad, exp_grad, what=f"d {what} / d logp", inputs=inputs)
 
 
@@ -86,6 +89,7 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
             logp, old, adv, mask, kwargs = cases.regime_loss_case(g, B, L, dtype, k)
             lp = leaf(logp)
             calls.append((logp, old, adv, mask, kwargs, lp, b.grpo_loss(lp, old, adv, mask, **kwargs)))
+    checked = []   # every loss first, then one backward for all of them
     for logp, old, adv, mask, kwargs, lp, pending in calls:
         B, L = logp.shape
         if B * L >= jc.LARGE_TOKENS:
@@ -108,7 +112,9 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
         big = float(exp_grad.abs().max()) if exp_grad.numel() else 0.0
         atol = max(atol, 16 * jc.machine_eps(logp.dtype) * big)
         assert_close(loss, exp, what=what, inputs=inputs, rtol=rtol, atol=atol)
-        loss.backward()
+        checked.append((loss, what, inputs, lp, exp_grad))
+    cases.backward_all([c[0] for c in checked], [c[1] for c in checked])
+    for _, what, inputs, lp, exp_grad in checked:
         if lp.grad is None:
             raise Feedback(f"{what}: logp.grad is None after backward")
         assert_close(lp.grad, exp_grad, what=f"d {what} / d logp (finite, exactly 0 where the clipped "

@@ -13,7 +13,9 @@ import math
 import torch
 
 from judge.testing import (Feedback, assert_close, assert_no_grad, batch, check_tensor, describe, leaf,
-                           visible)
+                           sibling, visible)
+
+backward_all = sibling(__file__, "_cases").backward_all   # one backward for many losses
 
 F32, F64 = torch.float32, torch.float64
 
@@ -369,9 +371,12 @@ def test_padding_is_neutralised(sub):
                     filled.append((fill, logp, old, a, saved, lp,
                                    b.grpo_loss(lp, old, a, mask, per_token_loss=per_token)))
                 queued.append((dtype, per_token, clean_lp, pending_clean, filled))
+    # every loss first, then one backward for all of them (backward_all), then the gradients
+    losses, whats, checked = [], [], []
     for dtype, per_token, clean_lp, pending_clean, filled in queued:
         clean = pending_clean.value
-        clean.backward()
+        losses.append(clean)
+        whats.append(f"grpo_loss with zero padding ({dtype}, per_token_loss={per_token})")
         for fill, logp, old, a, saved, lp, pending in filled:
             inp = {"logp": logp, "old_logp": old, "advantages": a, "mask": mask}
             what = (f"grpo_loss with padding filled with {fill} ({str(dtype).replace('torch.', '')}, "
@@ -382,18 +387,22 @@ def test_padding_is_neutralised(sub):
                                f"reach the result (use torch.where before subtracting or "
                                f"exponentiating, never x * mask)" + _inputs_text(inp))
             assert_close(loss, clean.detach(), what=f"{what} (vs zero padding)", inputs=inp)
-            loss.backward()
-            g = lp.grad
-            if g is None or not bool(torch.isfinite(g).all()) or bool((g[~mask] != 0).any()):
-                raise Feedback(f"{what}: d loss / d logp must be finite and exactly 0 at padded "
-                               f"positions, got {describe(g)}" + _inputs_text(inp))
-            assert_close(g, clean_lp.grad, what=f"d {what} / d logp (vs zero padding)", inputs=inp)
-            for name, before, after in zip(("logp", "old_logp", "advantages", "mask"), saved,
-                                           (lp.detach(), old, a, mask)):
-                if not torch.equal(torch.nan_to_num(before), torch.nan_to_num(after)) or \
-                        not torch.equal(torch.isnan(before), torch.isnan(after)):
-                    raise Feedback(f"{what}: {name} was modified in place; leave the inputs as "
-                                   f"they are")
+            losses.append(loss)
+            whats.append(what)
+            checked.append((clean_lp, fill, logp, old, a, saved, lp, inp, what))
+    backward_all(losses, whats)
+    for clean_lp, fill, logp, old, a, saved, lp, inp, what in checked:
+        g = lp.grad
+        if g is None or not bool(torch.isfinite(g).all()) or bool((g[~mask] != 0).any()):
+            raise Feedback(f"{what}: d loss / d logp must be finite and exactly 0 at padded "
+                           f"positions, got {describe(g)}" + _inputs_text(inp))
+        assert_close(g, clean_lp.grad, what=f"d {what} / d logp (vs zero padding)", inputs=inp)
+        for name, before, after in zip(("logp", "old_logp", "advantages", "mask"), saved,
+                                       (lp.detach(), old, a, mask)):
+            if not torch.equal(torch.nan_to_num(before), torch.nan_to_num(after)) or \
+                    not torch.equal(torch.isnan(before), torch.isnan(after)):
+                raise Feedback(f"{what}: {name} was modified in place; leave the inputs as "
+                               f"they are")
 
 
 def _inputs_text(inp):
