@@ -135,16 +135,21 @@ class Changes:
     Pushed: after committing a change to a submission, a worker writes a line to a pipe (``fd``):
     ``s<id>`` when its result or state changed (verdict, artifacts, error, retry), ``e<id>`` when
     it only has new events (test results, "running"). The event loop reads it (``add_reader``)
-    and wakes that submission's waiters at once; only event streams (``events=True``) wake for
+    and wakes that submission's watches at once; only event streams (``events=True``) wake for
     the latter. Polled as a fallback, for a lost notification or a change made by another
     process: one look at the events table's largest id per ``interval``, whatever the number of
-    waiters, and only while someone waits. A waiter reads its state and then waits without
-    yielding in between, so a change committed after its read always wakes it.
+    waiters, and only while someone waits.
+
+    A waiter holds a ``Watch`` (``watch()``) from before its first read of the state to its
+    last wait: a notification that comes while it is busy elsewhere (reading in a thread,
+    sending what it read to a slow client) is kept, and its next ``wait`` returns at once. With
+    a bare wait after a read, such a notification found nobody waiting and was lost: the waiter
+    slept until the poll, or, on a node whose poll is slow, until its own timeout.
     """
 
     def __init__(self, store: Store, interval: float, fd: int | None = None):
         self.store, self.interval, self.fd = store, interval, fd
-        self._waiting: dict[tuple[str, bool], list] = {}  # (id, events) → [asyncio.Event, waiters]
+        self._watches: dict[tuple[str, bool], set[Watch]] = {}  # (id, events) → its watches
         self._last = -1
         self._partial = b""
         self._task: asyncio.Task | None = None
@@ -191,14 +196,13 @@ class Changes:
             self.fd = None
 
     def _wake(self, key: tuple[str, bool]) -> None:
-        entry = self._waiting.pop(key, None)
-        if entry is not None:
-            entry[0].set()
+        for w in self._watches.get(key, ()):
+            w.changed.set()
 
     async def _poll(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
-            if not self._waiting:
+            if not self._watches:
                 continue
             try:
                 v = self.store.last_change()
@@ -206,25 +210,56 @@ class Changes:
                 continue
             if v != self._last:
                 self._last = v
-                for key in list(self._waiting):
+                for key in list(self._watches):
                     self._wake(key)
+
+    def watch(self, sid: str, *, events: bool = False) -> "Watch":
+        """Start watching ``sid`` (``events``: its new events too): take it before reading the
+        state, wait on it after, and close it (``with``) when done."""
+        w = Watch(self, (sid, events))
+        self._watches.setdefault(w.key, set()).add(w)
+        return w
+
+    def _unwatch(self, w: "Watch") -> None:
+        ws = self._watches.get(w.key)
+        if ws is not None:
+            ws.discard(w)
+            if not ws:
+                del self._watches[w.key]
 
     async def wait(self, sid: str, timeout: float, *, events: bool = False) -> bool:
         """True if ``sid``'s result or state changed (``events``: or it has new events), or may
-        have, before ``timeout`` seconds."""
-        if timeout <= 0:
-            return False
-        key = (sid, events)
-        entry = self._waiting.get(key)
-        if entry is None:
-            entry = self._waiting[key] = [asyncio.Event(), 0]
-        entry[1] += 1
-        try:
-            await asyncio.wait_for(entry[0].wait(), timeout)
-            return True
-        except asyncio.TimeoutError:
-            return False
-        finally:
-            entry[1] -= 1
-            if entry[1] == 0 and self._waiting.get(key) is entry:
-                del self._waiting[key]
+        have, before ``timeout`` seconds. Only for a caller whose read of the state and this
+        call have no ``await`` between them; any other takes a ``watch`` first."""
+        with self.watch(sid, events=events) as w:
+            return await w.wait(timeout)
+
+
+class Watch:
+    """One waiter's interest in a submission's changes, from ``Changes.watch`` until closed."""
+
+    def __init__(self, changes: Changes, key: tuple[str, bool]):
+        self.changes, self.key = changes, key  # its Changes; (submission id, events too)
+        self.changed = asyncio.Event()  # set by a change notified since the last wait returned
+
+    async def wait(self, timeout: float) -> bool:
+        """True once a change was notified since the watch began or the last ``wait`` returned
+        True (at once if one already was), False after ``timeout`` seconds without one."""
+        if not self.changed.is_set():
+            if timeout <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self.changed.wait(), timeout)
+            except asyncio.TimeoutError:
+                return False
+        self.changed.clear()
+        return True
+
+    def close(self) -> None:
+        self.changes._unwatch(self)
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -20,6 +20,7 @@ from judge.service.store import QueueFull
 from judge.service.worker import artifacts_dir
 
 SSE_MAX_SECONDS = 600.0
+SSE_KEEPALIVE = 15.0  # seconds of silence before a stream sends a comment (proxies close idle ones)
 LAST_EVENT_ID = re.compile(r"^[0-9]{1,9}$")
 ARTIFACT_WAIT = 30.0  # seconds an artifact request waits for plots still being drawn
 SSE_EVENT = {"type": "object", "description": "one server-sent event (OpenAPI 3.1: the schema of each event)",
@@ -132,11 +133,12 @@ def router(s: Service) -> APIRouter:
         ``<view>.png`` and their ``-dark`` variants are drawn from the spec when first asked
         for, then kept. The artifacts are written just after the verdict: while they are pending
         this waits for them. 429 or 503 when too many downloads are in flight (the client's or all)."""
-        art, pending = await run_in_threadpool(listed_artifact, request, sid, name)
-        deadline = time.monotonic() + ARTIFACT_WAIT
-        while pending and time.monotonic() < deadline:
-            await s.changes.wait(sid, deadline - time.monotonic())
+        with s.changes.watch(sid) as changed:  # before the read: a change during it is kept
             art, pending = await run_in_threadpool(listed_artifact, request, sid, name)
+            deadline = time.monotonic() + ARTIFACT_WAIT
+            while pending and time.monotonic() < deadline:
+                await changed.wait(deadline - time.monotonic())
+                art, pending = await run_in_threadpool(listed_artifact, request, sid, name)
         missing = f"submission {sid} has no artifact {name!r}"
         if art is None and views_render.drawable(name) is not None:  # a view drawn on request, then kept
             spec, _ = await run_in_threadpool(listed_artifact, request, sid, views_render.drawable(name)[0])
@@ -167,17 +169,20 @@ def router(s: Service) -> APIRouter:
         async def stream():
             deadline = time.monotonic() + SSE_MAX_SECONDS
             nonlocal after, number
-            while time.monotonic() < deadline:
-                status = s.store.status(sid)
-                for e in s.store.events(sid, after):
-                    after, number = e["id"], number + 1
-                    yield f"id: {number}\nevent: {e['kind']}\ndata: {e['data']}\n\n"
-                if status in ("done", "error"):
-                    doc = await common.document_off_loop(s.store.get(sid, None))
-                    yield f"event: end\ndata: {doc}\n\n"
-                    return
-                if not await s.changes.wait(sid, min(15.0, deadline - time.monotonic()), events=True):
-                    yield ": keep-alive\n\n"
+            # watched from before the first read: a change committed while this stream is
+            # suspended sending (a slow client) is kept, and the next wait returns at once
+            with s.changes.watch(sid, events=True) as changed:
+                while time.monotonic() < deadline:
+                    status = s.store.status(sid)
+                    for e in s.store.events(sid, after):
+                        after, number = e["id"], number + 1
+                        yield f"id: {number}\nevent: {e['kind']}\ndata: {e['data']}\n\n"
+                    if status in ("done", "error"):
+                        doc = await common.document_off_loop(s.store.get(sid, None))
+                        yield f"event: end\ndata: {doc}\n\n"
+                        return
+                    if not await changed.wait(min(SSE_KEEPALIVE, deadline - time.monotonic())):
+                        yield ": keep-alive\n\n"
 
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
