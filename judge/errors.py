@@ -54,6 +54,19 @@ class IsolationUnavailable(SandboxError):
     the service refuses to grade untrusted code rather than run it weakly."""
 
 
+class BlobError(JudgeError):
+    """A file the service keeps (an artifact, a preview: ``judge.service.blobs``) was refused:
+    a bad name, over a size cap, or one of that name is kept already."""
+
+
+class BlobExists(BlobError):
+    """A kept file or set is never overwritten: what a reader streams cannot change under it."""
+
+
+class BlobTooLarge(BlobError):
+    """A file over its cap, or a set over its caps on files or bytes."""
+
+
 class SubmissionFailure(BaseException):
     """The submission could not run: the grading stops and the verdict carries ``kind``.
 

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from judge.errors import SubmissionFailure
+from judge.service.blobs import artifacts_scratch
 from judge.service.catalog import preview_dir
 from judge.service.config import Config
 from judge.exercise import REPO_ROOT
@@ -61,11 +62,11 @@ def test_worker_grades_into_the_store(cfg, worker):
 
 def test_interrupted_attempt_starts_from_a_clean_folder(cfg, worker):
     sid = worker.store.add("a", "glm5_mis", "submit", "def f(:\n", queue_max=10)
-    stale = artifacts_dir(cfg, sid)
+    stale = artifacts_scratch(cfg.data_dir, sid)  # where this process grades it (judge.service.blobs)
     stale.mkdir(parents=True)
     (stale / "left_over.png").write_bytes(b"old")
     worker.run(worker.store.claim("wtest"))
-    assert not (stale / "left_over.png").exists()
+    assert not (stale / "left_over.png").exists() and not artifacts_dir(cfg, sid).exists()
     assert Verdict.model_validate_json(worker.store.get(sid, None)["verdict"]).artifacts == []
 
 

@@ -22,7 +22,8 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from judge.service.catalog import load_catalog, preview_dir
+from judge.service.blobs import blob_store
+from judge.service.catalog import load_catalog, previews_of
 from judge.service.config import Config
 from judge.service.files import Transfers
 from judge.service.forms import FormSubmit
@@ -43,7 +44,7 @@ STATUS_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: 
 def create_app(cfg: Config) -> FastAPI:
     store = Store(cfg.database_url, synchronous="FULL")
     catalog = load_catalog(cfg)
-    previews = {slug: preview_dir(cfg, ex) for slug, ex in catalog.items()}
+    previews = {slug: previews_of(ex) for slug, ex in catalog.items()}
     limiter = RateLimiter(cfg.rate_limit, cfg.burst)
     transfers = Transfers(cfg.max_transfers, cfg.client_transfers)
     pool = WorkerPool(cfg, store, {s: ex.limits.total_seconds for s, ex in catalog.items()}) \
@@ -52,7 +53,8 @@ def create_app(cfg: Config) -> FastAPI:
     remote = RemoteChanges(store) if pool is None and store.backend.name == "postgresql" else None
     changes = Changes(store, cfg.notify_interval, pool.changes_fd if pool is not None else
                       remote.fd if remote is not None else None)
-    service = Service(cfg=cfg, store=store, catalog=catalog, previews=previews, limiter=limiter,
+    service = Service(cfg=cfg, store=store, catalog=catalog, previews=previews,
+                      blobs=blob_store(cfg.data_dir, store), limiter=limiter,
                       transfers=transfers, pool=pool, changes=changes)
 
     @asynccontextmanager
@@ -81,6 +83,7 @@ def create_app(cfg: Config) -> FastAPI:
                   description="Grades implementations of ML papers. Authenticate with "
                               "`Authorization: Bearer <key>`.")
     app.state.store, app.state.pool, app.state.config, app.state.transfers = store, pool, cfg, transfers
+    app.state.blobs = service.blobs
 
     # --- errors: always JSON, never a 500 for bad input -------------------------------------
     @app.exception_handler(ApiError)

@@ -1,7 +1,8 @@
 """Files the API serves (a submission's artifacts, an exercise's previews): opened safely, never
-through a link, and streamed from disk a chunk at a time off the event loop, under a cap on the
-transfers in flight (``Transfers``), so neither a large file nor many readers of one hold its
-bytes in the API's memory.
+through a link (``open_regular_file``, which ``judge.service.blobs.LocalBlobs`` reads through),
+and streamed a chunk at a time off the event loop (``BlobStream``: from disk or from PostgreSQL),
+under a cap on the transfers in flight (``Transfers``), so neither a large file nor many readers
+of one hold its bytes in the API's memory.
 """
 
 from __future__ import annotations
@@ -100,16 +101,17 @@ class Transfers:
             return sum(self.active.values())
 
 
-class FileStream(Response):
-    """A response that sends an open file a ``CHUNK`` at a time, each read in a worker
-    thread, and always closes the file and calls ``done`` (a transfer's slot), also when the
-    reader goes away or stalls for ``STALL_S``. It owns ``fd`` from construction on."""
+class BlobStream(Response):
+    """A response that sends an open blob (``judge.service.blobs.Blob``: a file on disk or a
+    file's pieces in PostgreSQL) a ``CHUNK`` at a time, each read in a worker thread, and always
+    closes the blob and calls ``done`` (a transfer's slot), also when the reader goes away or
+    stalls for ``STALL_S``. It owns ``blob`` from construction on."""
 
-    def __init__(self, fd: int, size: int, media_type: str, name: str, done=None):
-        self.fd, self.size, self.done = fd, size, done
+    def __init__(self, blob, media_type: str, name: str, done=None):
+        self.blob, self.size, self.done = blob, blob.size, done
         self.status_code, self.background = 200, None
         self.raw_headers = [(b"content-type", media_type.encode("latin-1")),
-                        (b"content-length", str(size).encode()),
+                        (b"content-length", str(self.size).encode()),
                         (b"content-disposition", f'inline; filename="{name}"'.encode("latin-1"))]
         self.raw_headers += [(k.lower().encode(), v.encode()) for k, v in FILE_HEADERS.items()]
 
@@ -127,14 +129,14 @@ class FileStream(Response):
         except* (OSError, TimeoutError):  # the reader went away or stalled: nothing left to tell it
             pass
         finally:
-            self.close()
+            self.close()  # cheap for every blob (a descriptor, a counter): no thread needed
 
     async def _send(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         sent = 0
         while sent < self.size:
-            data = await run_in_threadpool(os.pread, self.fd, min(CHUNK, self.size - sent), sent)
-            if not data:  # the file shrank under us: end short (Content-Length tells the reader)
+            data = await run_in_threadpool(self.blob.read, sent, min(CHUNK, self.size - sent))
+            if not data:  # the file shrank or went under us: end short (Content-Length tells the reader)
                 break
             sent += len(data)
             with anyio.fail_after(STALL_S):
@@ -146,8 +148,8 @@ class FileStream(Response):
         self.close()
 
     def close(self) -> None:
-        fd, self.fd = self.fd, -1
-        if fd >= 0:
-            os.close(fd)
+        blob, self.blob = self.blob, None
+        if blob is not None:
+            blob.close()
             if self.done is not None:
                 self.done()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-HEAD = "0002"  # the newest revision in migrations/versions/
+HEAD = "0003"  # the newest revision in migrations/versions/
 SCRIPTS = Path(__file__).with_name("migrations")
 
 

@@ -326,8 +326,7 @@ def page_router(s: Service, signer: Signer) -> APIRouter:
         except SpecRenderError as e:
             log.error("spec of %s: %s", slug, e.message)
             spec, spec_error = None, e.message
-        folder = s.previews[slug]
-        previews = sorted(p.name for p in folder.glob("*.vl.json")) if folder.is_dir() else []
+        previews = [n for n, _ in s.blobs.list(s.previews[slug]) or () if n.endswith(".vl.json")]
         data = {"slug": slug, "starter": ex.starter_path.read_text(), "previews": previews}
         return templates.TemplateResponse(request, "exercise.html", ctx(
             request, ex=ex, spec=spec, spec_error=spec_error, data=data))

@@ -16,10 +16,8 @@ the pool's pipe, so the API wakes whoever waits for it without polling.
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import logging
 import os
-import shutil
 import signal
 import sys
 import threading
@@ -27,7 +25,8 @@ import time
 from pathlib import Path
 
 from judge.errors import IsolationUnavailable
-from judge.service.catalog import load_catalog, preview_dir
+from judge.service.blobs import artifacts_scratch, blob_store, keep_artifacts
+from judge.service.catalog import build_previews, load_catalog
 from judge.service.config import Config
 from judge.service.heartbeat import Heartbeat
 from judge.service.idle import IdleWorkers
@@ -58,6 +57,7 @@ class Worker:
         self.store = Store(cfg.database_url, synchronous="NORMAL")
         self.changes_fd = changes_fd  # the pool's pipe: a submission's id after each commit
         self.progress = ProgressWriter(self.store, self.changed)
+        self.blobs = blob_store(cfg.data_dir, self.store)  # where the artifacts and previews are kept
         self.sandbox = None
         self.heartbeat = Heartbeat(self.store, name).start()  # any host's pool reaps us if it stops
         self.exercises = {}
@@ -101,28 +101,9 @@ class Worker:
                 self.pending_previews.append(ex)
 
     def build_preview(self, ex) -> None:
-        """The reference's T3 artifacts, built once (in-process: the reference is trusted)."""
-        from judge.grading import grade
-
-        final = preview_dir(self.cfg, ex)
-        if final.is_dir():
-            return
-        final.parent.mkdir(parents=True, exist_ok=True)
-        with open(final.parent / ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if final.is_dir():
-                return
-            tmp = final.parent / f".tmp-{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            v = grade(ex, ex.solution_path.read_text(), sandbox=None, mode="run", tiers=["T3"],
-                      out_dir=tmp)
-            if v.verdict != "accepted":
-                log.warning("previews of %s: the reference's T3 did not pass (%s)", ex.slug, v.verdict)
-            os.rename(tmp, final)
-            for old in final.parent.iterdir():  # previews of older versions of the exercise
-                if old.is_dir() and old != final and not old.name.startswith(".tmp"):
-                    shutil.rmtree(old, ignore_errors=True)
-        log.info("built previews of %s", ex.slug)
+        """The reference's T3 artifacts, built once per exercise version by any host
+        (in-process: the reference is trusted)."""
+        build_previews(self.cfg, self.blobs, ex)
 
     def changed(self, sid: str, kind: str = "s") -> None:
         """A change to ``sid`` is committed: wake the API's waiters for it (``kind``: ``s`` its
@@ -176,20 +157,19 @@ class Worker:
         if ex is None or job.exercise in self.broken:
             self.store.fail(job.id, self.broken.get(job.exercise, f"unknown exercise {job.exercise!r}"))
             return False
-        out_dir = artifacts_dir(self.cfg, job.id)
-        if out_dir.exists():  # left by an interrupted attempt
-            shutil.rmtree(out_dir)
+        out_dir = artifacts_scratch(self.cfg.data_dir, job.id)  # kept once our verdict is stored
         t0 = time.perf_counter()
 
         def on_test(tier: str, result) -> None:
             self.progress.add(job.id, {"tier": tier, **result.model_dump()})
 
-        answered = []
+        answered, stored = [], []  # stored: whether our verdict was (a stale worker's is not)
 
         def on_verdict(early) -> None:  # the verdict is known; its plots are drawn next
             if early.verdict != "error" and self.sandbox.alive:
                 with self.progress.taken() as tests:  # every test's result, then the verdict
-                    self.store.finish(job.id, early.model_dump_json(), early.verdict, tests, worker=self.name)
+                    stored.append(self.store.finish(job.id, early.model_dump_json(), early.verdict, tests,
+                                                    worker=self.name))
                 self.changed(job.id)
                 # The API, just woken, answers before the plots are drawn: with no submission
                 # waiting, this worker gives it the cores for a moment (ANSWER_FIRST_S, measured:
@@ -224,10 +204,13 @@ class Worker:
             a.path = f"/submissions/{job.id}/artifacts/{a.name}"
         told = not answered
         if answered:
+            keep_artifacts(self.blobs, job.id, out_dir, verdict, ex.limits.artifact_bytes, keep=stored[0])
             self.store.add_artifacts(job.id, verdict.model_dump_json(), worker=self.name)
         else:  # no plots: this is the verdict
             with self.progress.taken() as tests:
-                self.store.finish(job.id, verdict.model_dump_json(), verdict.verdict, tests, worker=self.name)
+                stored.append(self.store.finish(job.id, verdict.model_dump_json(), verdict.verdict, tests,
+                                                worker=self.name))
+            keep_artifacts(self.blobs, job.id, out_dir, verdict, ex.limits.artifact_bytes, keep=stored[0])
             self.changed(job.id)
         log.info("graded %s (%s, %s): %s in %.0f ms", job.id, job.exercise, job.mode, verdict.verdict,
                  (time.perf_counter() - t0) * 1000)

@@ -4,11 +4,9 @@ by slug, a file within the transfer caps), the OpenAPI bits and the submission d
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from fastapi import Request, Security
@@ -18,7 +16,8 @@ from fastapi.security import HTTPBearer
 from judge.exercise import Exercise
 from judge.models import Verdict
 from judge.service.config import Config
-from judge.service.files import FileStream, Transfers
+from judge.service.blobs import Blob, BlobStore
+from judge.service.files import BlobStream, Transfers
 from judge.service.guard import SUBMISSION_ID, ApiError, Changes, RateLimiter
 from judge.service.pool import WorkerPool
 from judge.service.schemas import ErrorBody, Submission
@@ -39,7 +38,8 @@ class Service:
     cfg: Config  # the service's settings
     store: Store  # submissions and their events (all SQL)
     catalog: dict[str, Exercise]  # the exercises served, by slug
-    previews: dict[str, Path]  # slug -> the folder of its reference's T3 artifacts
+    previews: dict[str, str]  # slug -> the blob set of its reference's T3 artifacts (catalog.previews_of)
+    blobs: BlobStore  # artifacts and previews: files under the data dir, or PostgreSQL's (judge.service.blobs)
     limiter: RateLimiter  # submissions per client per minute
     transfers: Transfers  # file downloads in flight, per client and in all
     pool: WorkerPool | None  # the grading workers (None with workers = 0)
@@ -72,20 +72,20 @@ class Service:
             if not await self.changes.wait(sid, deadline - time.monotonic()):
                 return self.store.status(sid) in ("done", "error")
 
-    def serve_file(self, who: str, opened: tuple[int, int] | None, media_type: str, name: str,
-                   missing: str) -> FileStream:
-        """Stream an opened file (``open_regular_file``), within the caps on transfers."""
-        if opened is None:
+    def serve_file(self, who: str, blob: Blob | None, media_type: str, name: str,
+                   missing: str) -> BlobStream:
+        """Stream an open blob (``BlobStore.open``), within the caps on transfers."""
+        if blob is None:
             raise ApiError(404, "not_found", missing)
         refused = self.transfers.take(who)
         if refused is not None:
-            os.close(opened[0])
+            blob.close()
             if refused == "client":
                 raise ApiError(429, "too_many_transfers", f"at most {self.cfg.client_transfers} downloads "
                                "of one client at once; finish one first", {"Retry-After": "1"})
             raise ApiError(503, "transfers_busy", f"the server is sending {self.cfg.max_transfers} files "
                            "already; try again shortly", {"Retry-After": "1"})
-        return FileStream(*opened, media_type, name, done=lambda: self.transfers.release(who))
+        return BlobStream(blob, media_type, name, done=lambda: self.transfers.release(who))
 
 
 def errors(*codes: int) -> dict[int | str, dict[str, Any]]:

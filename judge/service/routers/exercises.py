@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from judge import views_render
-from judge.service.files import list_regular_files, open_regular_file
+from judge.service.drawings import draw
 from judge.service.routers.common import AUTH, FILE_CONTENT, Service, errors
 from judge.service.schemas import ExerciseDetail, ExerciseSummary, FunctionInfo, LimitsInfo, Preview
 
@@ -30,10 +30,10 @@ def router(s: Service) -> APIRouter:
     def get_exercise(slug: str):
         """The spec (Markdown), the starter, the signatures, the limits and the static previews."""
         ex = s.exercise_of(slug)
-        folder = s.previews[slug]
+        listed = s.blobs.list(s.previews[slug])  # None until some host has built them
         items = [Preview(name=n, size=size, url=f"/exercises/{slug}/previews/{n}",
                          media_type=mimetypes.guess_type(n)[0] or "application/octet-stream")
-                 for n, size in list_regular_files(folder)]
+                 for n, size in listed or ()]
         lim = ex.limits
         return ExerciseDetail(
             **summary(ex), paper=ex.paper, official=ex.official, spec=ex.spec_path.read_text(),
@@ -41,7 +41,7 @@ def router(s: Service) -> APIRouter:
             functions=[FunctionInfo(name=f.name, signature=f.signature, returns=f.returns) for f in ex.functions],
             limits=LimitsInfo(call_seconds=lim.call_seconds, total_seconds=lim.total_seconds,
                               cpu_seconds=lim.cpu_seconds, memory_mb=lim.memory_mb),
-            previews=items, previews_ready=folder.is_dir())
+            previews=items, previews_ready=listed is not None)
 
     @r.get("/exercises/{slug}/starter.py", dependencies=AUTH, response_class=Response, tags=["exercises"],
            responses={200: {"content": {"text/x-python": {"schema": {"type": "string"}}}}, **errors(404)})
@@ -52,17 +52,16 @@ def router(s: Service) -> APIRouter:
     @r.get("/exercises/{slug}/previews/{name}", dependencies=AUTH, response_class=Response, tags=["exercises"],
            responses={200: {"content": FILE_CONTENT, "description": "the file"}, **errors(404, 429, 503)})
     def get_preview(slug: str, name: str, request: Request):
-        """One of the reference's T3 artifacts, streamed from disk (a view's SVG or PNG is drawn
-        from its spec when first asked for, then kept)."""
+        """One of the reference's T3 artifacts, streamed from the blob store (a view's SVG or PNG
+        is drawn from its spec when first asked for, then kept)."""
         s.exercise_of(slug)
-        opened = open_regular_file(s.previews[slug], name)
-        if opened is None and views_render.drawable(name) is not None and s.previews[slug].is_dir():
+        blob = s.blobs.open(s.previews[slug], name)
+        if blob is None and views_render.drawable(name) is not None:
             try:
-                if views_render.artifact_for(s.previews[slug], name) is not None:
-                    opened = open_regular_file(s.previews[slug], name)
+                blob = draw(s.blobs, s.previews[slug], name)
             except views_render.RenderError:
-                opened = None
-        return s.serve_file(s.client(request), opened,
+                blob = None
+        return s.serve_file(s.client(request), blob,
                           mimetypes.guess_type(name)[0] or "application/octet-stream", name,
                           f"exercise {slug} has no preview {name!r}")
 

@@ -11,13 +11,13 @@ from fastapi.responses import StreamingResponse
 
 from judge import views_render
 from judge.models import Artifact, Verdict
-from judge.service.files import open_regular_file
+from judge.service.blobs import artifacts_owner
+from judge.service.drawings import draw
 from judge.service.guard import SUBMISSION_ID, ApiError
 from judge.service.routers import common
 from judge.service.routers.common import AUTH, FILE_CONTENT, Service, errors, timestamp
 from judge.service.schemas import Accepted, Submission, SubmissionPage, SubmissionSummary, SubmitRequest
 from judge.service.store import QueueFull
-from judge.service.worker import artifacts_dir
 
 SSE_MAX_SECONDS = 600.0
 SSE_KEEPALIVE = 15.0  # seconds of silence before a stream sends a comment (proxies close idle ones)
@@ -32,17 +32,17 @@ SSE_EVENT = {"type": "object", "description": "one server-sent event (OpenAPI 3.
 
 
 
-def _drawn(folder, name: str, missing: str):
-    """(an Artifact for ``name``, a view of ``folder`` drawn as SVG or PNG by this process and
-    kept beside its spec, or None; the message when there is none)."""
+def _drawn(blobs, sid: str, name: str, missing: str):
+    """(an Artifact for ``name``, a view of the submission's artifacts drawn as SVG or PNG by
+    this process and kept with them, or None; its open blob; the message when there is none)."""
     try:
-        path = views_render.artifact_for(folder, name)
+        blob = draw(blobs, artifacts_owner(sid), name)
     except views_render.RenderError as e:
-        return None, f"{name!r} could not be drawn: {e.message}"
-    if path is None:
-        return None, missing
-    return Artifact(name=name, path=str(path), size=path.stat().st_size,
-                    media_type="image/svg+xml" if name.endswith(".svg") else "image/png"), missing
+        return None, None, f"{name!r} could not be drawn: {e.message}"
+    if blob is None:
+        return None, None, missing
+    return Artifact(name=name, path=f"/submissions/{sid}/artifacts/{name}", size=blob.size,
+                    media_type="image/svg+xml" if name.endswith(".svg") else "image/png"), blob, missing
 
 
 def router(s: Service) -> APIRouter:
@@ -129,7 +129,8 @@ def router(s: Service) -> APIRouter:
            responses={200: {"content": FILE_CONTENT, "description": "the file"}, **errors(400, 404, 429, 503)})
     async def get_artifact(sid: str, name: str, request: Request):
         """A file the submission's experiment wrote (metrics.json, a view's Vega-Lite spec
-        ``<view>.vl.json``), with its media type, streamed from disk; ``<view>.svg``,
+        ``<view>.vl.json``), with its media type, streamed from the blob store (the data dir or
+        PostgreSQL: any API node serves any worker's); ``<view>.svg``,
         ``<view>.png`` and their ``-dark`` variants are drawn from the spec when first asked
         for, then kept. The artifacts are written just after the verdict: while they are pending
         this waits for them. 429 or 503 when too many downloads are in flight (the client's or all)."""
@@ -140,12 +141,14 @@ def router(s: Service) -> APIRouter:
                 await changed.wait(deadline - time.monotonic())
                 art, pending = await run_in_threadpool(listed_artifact, request, sid, name)
         missing = f"submission {sid} has no artifact {name!r}"
+        blob = None
         if art is None and views_render.drawable(name) is not None:  # a view drawn on request, then kept
             spec, _ = await run_in_threadpool(listed_artifact, request, sid, views_render.drawable(name)[0])
             if spec is not None:
-                art, missing = await run_in_threadpool(_drawn, artifacts_dir(s.cfg, sid), name, missing)
-        opened = await run_in_threadpool(open_regular_file, artifacts_dir(s.cfg, sid), name) if art else None
-        return s.serve_file(s.client(request), opened, art.media_type if art else "", name, missing)
+                art, blob, missing = await run_in_threadpool(_drawn, s.blobs, sid, name, missing)
+        elif art is not None:
+            blob = await run_in_threadpool(s.blobs.open, artifacts_owner(sid), name)
+        return s.serve_file(s.client(request), blob, art.media_type if art else "", name, missing)
 
     @r.get("/submissions/{sid}/events", dependencies=AUTH, response_class=Response, tags=["submissions"],
            responses={200: {"content": {"text/event-stream": {"schema": SSE_EVENT}},
