@@ -1,7 +1,8 @@
-"""Files the API serves: opened safely, streamed from disk a chunk at a time, under caps on the
-downloads in flight (per client and in all), with every file closed and every slot given back
-when a reader finishes, hangs up or stalls. The live tests run the real app under uvicorn in a
-thread (no workers) and read its previews over real sockets."""
+"""Files the API serves: opened safely, streamed a chunk at a time (from disk, or from
+PostgreSQL's blob tables), under caps on the downloads in flight (per client and in all), with
+every blob closed and every slot given back when a reader finishes, hangs up or stalls. The live
+tests run the real app under uvicorn in a thread (no workers) on both blob backends and read its
+previews over real sockets."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ import httpx
 import pytest
 
 from judge.service import files
-from judge.service.catalog import load_catalog, preview_dir
+from judge.service.blobs import blob_store
+from judge.service.catalog import load_catalog, preview_dir, previews_of
 from judge.service.config import Config
-from judge.service.files import Transfers, list_regular_files, open_regular_file
+from judge.service.files import FILE_CAP, Transfers, list_regular_files, open_regular_file
+from judge.service.store import Store
 
 KEYS = ("files-key-alice", "files-key-bob")
 BIG = 29 << 20  # the size of the issue's 40-reader report
@@ -62,20 +65,32 @@ def test_transfers_cap_per_client_and_in_all():
 # --- the app, live ---------------------------------------------------------------------------
 
 class Live:
-    """``create_app`` (no workers) served by uvicorn on a free loopback port, in a thread."""
+    """``create_app`` (no workers) served by uvicorn on a free loopback port, in a thread, with
+    a large preview (a recognisable head and tail) kept in its blob store: under its data dir
+    (``database_url`` SQLite's) or in PostgreSQL's tables."""
 
-    def __init__(self, tmp_path: Path, **kw):
+    def __init__(self, tmp_path: Path, database_url: str, **kw):
         import uvicorn
 
         from judge.service.app import create_app
 
-        self.cfg = Config(database_url=f"sqlite:///{tmp_path / 'judge.db'}", api_keys=KEYS, workers=0,
+        self.cfg = Config(database_url=database_url, api_keys=KEYS, workers=0,
                           data_dir=tmp_path / "data", exercises=("glm5_mis",), **kw)
-        folder = preview_dir(self.cfg, load_catalog(self.cfg)["glm5_mis"])
+        ex = load_catalog(self.cfg)["glm5_mis"]
+        self.on_disk = not database_url.startswith("postgresql://")
+        folder = preview_dir(self.cfg, ex) if self.on_disk else tmp_path / "made"
         folder.mkdir(parents=True)
         self.big = folder / "big.bin"
         with open(self.big, "wb") as f:
             f.truncate(BIG)  # sparse: no disk needed
+            f.write(b"head")
+            f.seek(BIG - 4)
+            f.write(b"tail")
+        if not self.on_disk:  # kept in the database as a worker host would: the API reads no disk
+            store = Store(database_url)
+            blob_store(self.cfg.data_dir, store).put_folder(previews_of(ex), folder, file_cap=FILE_CAP)
+            store.close()
+            self.big.unlink()
         self.app = create_app(self.cfg)
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
@@ -108,7 +123,10 @@ class Live:
         return s, int(head.split(b" ", 2)[1]), head
 
     def open_files(self) -> int:
-        """How many descriptors of this process are open on the big file."""
+        """How many blobs of the big file are open: descriptors of this process on it (files),
+        or the PostgreSQL store's blobs not yet closed."""
+        if not self.on_disk:
+            return self.app.state.blobs.open_reads
         n = 0
         for fd in os.listdir("/proc/self/fd"):
             with contextlib.suppress(OSError):
@@ -122,8 +140,8 @@ class Live:
 
 
 @pytest.fixture
-def live(tmp_path, request):
-    app = Live(tmp_path, **getattr(request, "param", {}))
+def live(tmp_path, request, database_url):
+    app = Live(tmp_path, database_url, **getattr(request, "param", {}))
     yield app
     app.close()
 
@@ -183,10 +201,6 @@ def test_downloads_in_flight_are_capped_per_client_and_in_all(live):
 
 
 def test_a_whole_download_is_the_file(live):
-    with open(live.big, "r+b") as f:  # a recognisable head and tail in the sparse file
-        f.write(b"head")
-        f.seek(BIG - 4)
-        f.write(b"tail")
     r = httpx.get(f"http://127.0.0.1:{live.port}/exercises/glm5_mis/previews/big.bin",
                   headers={"Authorization": f"Bearer {KEYS[0]}"}, timeout=60)
     assert r.status_code == 200 and int(r.headers["content-length"]) == BIG == len(r.content)
