@@ -217,7 +217,7 @@ def _train(impl, z0: torch.Tensor, g: torch.Generator) -> list[_Trainer]:
 def run(impl, out_dir=None, seed: int = 0, train=None) -> dict:
     """Train every (anchor, staleness) lane through impl; writes metrics.json and the views when
     out_dir is given. ``train``: what trains the lanes (default ``_train``; the judge's T3 passes a
-    faster one with the same result, see tests/_pipeline.py)."""
+    faster one with the same result, see tests/_guide.py)."""
     g = torch.Generator().manual_seed(seed)
     z0 = 0.5 * torch.randn(L, V, generator=g, dtype=DTYPE)
     z0[:, 0] -= 1.0                                                  # the best action starts unlikely

@@ -4,7 +4,7 @@ import math
 
 from judge.testing import Feedback, memo, sibling
 
-pipeline = sibling(__file__, "_pipeline")  # the judge's faster loop for the toy: same metrics
+guided = sibling(__file__, "_guide")  # the judge's fast path for the toy: same metrics
 
 RTOL, ATOL = 1e-6, 1e-9
 
@@ -24,8 +24,10 @@ def _fmt(v):
 
 
 def test_async_staleness_toy(sub, ref, experiment, ctx):
-    # one run of the submission's toy per grading, shared by every T3 test (it draws the plots)
-    got = ctx.once(("cispo", "t3", "sub"), lambda: pipeline.run(experiment, sub, ctx.out_dir))
+    # one run of the submission's toy per grading, shared by every T3 test (it draws the plots),
+    # checked along the reference's lanes (tests/_guide.py)
+    guide = memo((ctx.exercise or "cispo", "t3-guide"), lambda: guided.trajectory(experiment, ref))
+    got = ctx.once(("cispo", "t3", "sub"), lambda: guided.run(experiment, sub, ctx.out_dir, guide=guide))
     want = memo(("cispo", "t3"), lambda: experiment.run(ref, None))
     ks = want["staleness"]
 
