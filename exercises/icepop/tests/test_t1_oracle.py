@@ -46,6 +46,7 @@ def _queue_loss(b, ctx, salt, per_token, limit=None):
 
 
 def _check_loss_and_grad(oracle, queued):
+    losses, descs = [], []   # every loss first, then one backward for all of them
     for case, kw, lp, args, out in queued:
         dtype = case["logp"].dtype
         want = oracle.icepop_ppo_loss(case["logp"], *args, **kw)  # while the submission runs
@@ -56,7 +57,10 @@ def _check_loss_and_grad(oracle, queued):
         if not got.requires_grad:
             raise Feedback("icepop_ppo_loss returned a tensor with requires_grad=False: the loss "
                            "must stay connected to logp's graph")
-        got.backward()
+        losses.append(got)
+        descs.append(desc)
+    cases.backward_all(losses, descs)
+    for (case, kw, lp, args, out), desc in zip(queued, descs):
         want_g = oracle.icepop_ppo_loss_grad(case["logp"], *args, **kw)
         assert_close(lp.grad if lp.grad is not None else torch.zeros_like(lp), want_g,
                      what=f"d icepop_ppo_loss / d logp ({desc})", inputs=case)

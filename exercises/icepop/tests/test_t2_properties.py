@@ -128,6 +128,7 @@ def test_hand_checked_loss_and_gradient(sub):
                 losses.append((per_token, lp, b.icepop_ppo_loss(lp, old, rollout, adv, mask,
                                                                 per_token_loss=per_token)))
             calls.append((dtype, (logp, old, rollout, adv, mask), w, losses))
+    grads = []   # every value first, then one backward for all the losses
     for dtype, (logp, old, rollout, adv, mask), w, losses in calls:
         assert_close(w.value, torch.tensor([[0.5, 1, 0, 0], [2, 1, 0, 0], [0, 0, 0, 0]], dtype=F64),
                      what=f"icepop_weights on the hand-checked case ({dtype})",
@@ -144,9 +145,11 @@ def test_hand_checked_loss_and_gradient(sub):
                          "in the denominator)", inputs=shown)
             if not loss.requires_grad:
                 raise Feedback(f"{what}: the loss is detached (requires_grad=False)")
-            loss.backward()
-            assert_close(lp.grad, torch.tensor(grad_v, dtype=F64), what=f"d loss / d logp, {what}",
-                         inputs=shown)
+            grads.append((loss, lp, grad_v, what, shown))
+    torch.autograd.backward([loss for loss, *_ in grads])
+    for _, lp, grad_v, what, shown in grads:
+        assert_close(lp.grad, torch.tensor(grad_v, dtype=F64), what=f"d loss / d logp, {what}",
+                     inputs=shown)
 
 
 @visible
@@ -183,19 +186,19 @@ def test_rejected_tokens_stay_in_the_denominator(sub):
                          inputs={"old_logp": old1, "rollout_logp": rollout1, "mask": mask1})
 
 
-def _plain_ppo_grad(logp, old, adv, mask, per_token):
-    """The gradient of the uncorrected PPO-clip loss (weights 1), computed here by autograd."""
+def _plain_ppo_grads(logp, old, adv, mask):
+    """The gradient of the uncorrected PPO-clip loss (weights 1) under each aggregation
+    ({per_token_loss: grad}), from one autograd pass here: the per-token gradient of the
+    summed token losses, divided by N (token-mean) or by B n_i (seq-mean-token-mean)."""
     valid = mask != 0
     lp = leaf(torch.where(valid, logp, torch.zeros_like(logp)))
     r = torch.exp(lp - torch.where(valid, old, torch.zeros_like(old)))
     a = adv[:, None]
     pg = torch.where(valid, -torch.minimum(r * a, r.clamp(0.8, 1.2) * a), torch.zeros_like(r))
-    if per_token:
-        loss = pg.sum() / valid.sum().clamp(min=1)
-    else:
-        loss = (pg.sum(1) / valid.sum(1).clamp(min=1)).sum() / logp.shape[0]
-    loss.backward()
-    return lp.grad
+    pg.sum().backward()
+    g = lp.grad
+    return {True: g / valid.sum().clamp(min=1),
+            False: g / valid.sum(1, keepdim=True).clamp(min=1) / logp.shape[0]}
 
 
 def test_gradient_is_weight_times_plain_ppo_gradient(sub, ctx):
@@ -203,17 +206,23 @@ def test_gradient_is_weight_times_plain_ppo_gradient(sub, ctx):
     with batch(sub) as b:
         calls = []
         for case, (low, high) in cases.cases(g, random_bounds=True):
+            args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
+            w = b.icepop_weights(case["old_logp"], case["rollout_logp"], case["mask"],
+                                 low=low, high=high)   # one weights call serves both aggregations
             for per_token in (True, False):
-                args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
                 lp = leaf(case["logp"])
                 loss = b.icepop_ppo_loss(lp, *args, low=low, high=high, per_token_loss=per_token)
-                w = b.icepop_weights(case["old_logp"], case["rollout_logp"], case["mask"],
-                                     low=low, high=high)
                 calls.append((case, low, high, per_token, lp, loss, w))
+    plains = {}
+    for case, *_ in calls:   # while the submission runs
+        if id(case) not in plains:
+            plains[id(case)] = _plain_ppo_grads(case["logp"], case["old_logp"], case["advantages"],
+                                                case["mask"])
+    cases.backward_all([c[5].value for c in calls],
+                       [f"icepop_ppo_loss with band [{c[1]:.3g}, {c[2]:.3g}] (per_token_loss={c[3]})"
+                        for c in calls])
     for case, low, high, per_token, lp, loss, w in calls:
-        plain = _plain_ppo_grad(case["logp"], case["old_logp"], case["advantages"],
-                                case["mask"], per_token)  # while the submission runs
-        loss.value.backward()
+        plain = plains[id(case)][per_token]
         w = w.value
         assert_close(lp.grad, (w.to(plain.dtype) * plain).detach(),
                      what=f"d loss / d logp with band [{low:.3g}, {high:.3g}] "
@@ -234,9 +243,8 @@ def test_weights_and_frozen_inputs_are_detached(sub):
     if w.requires_grad:
         raise Feedback("icepop_weights returned a tensor that requires grad: the weights are a "
                        "stop-gradient correction (detach them)")
+    torch.autograd.backward([ploss.value for _, _, ploss in runs])   # independent losses: one pass
     for per_token, (lp, o, ro, a), ploss in runs:
-        loss = ploss.value
-        loss.backward()
         tag = f" (icepop_ppo_loss, per_token_loss={per_token})"
         assert_no_grad(o, what="old_logp (frozen: the PPO ratio's denominator and rho's numerator)" + tag)
         assert_no_grad(ro, what="rollout_logp" + tag)
@@ -264,6 +272,7 @@ def test_padding_is_neutralised(sub, oracle, ctx):
                     lp = leaf(case["logp"])
                     losses.append((per_token, lp, b.icepop_ppo_loss(lp, *args, per_token_loss=per_token)))
                 calls.append((pad, case, m, args, w, losses))
+    checked = []   # every value first, then one backward for all the losses
     for pad, case, m, args, w, losses in calls:
         want_w = oracle.icepop_weights(case["old_logp"], case["rollout_logp"], case["mask"])
         assert_close(w.value, want_w,
@@ -272,15 +281,17 @@ def test_padding_is_neutralised(sub, oracle, ctx):
         for per_token, lp, p in losses:
             want = oracle.icepop_ppo_loss(case["logp"], *args, per_token_loss=per_token)
             loss = p.value
-            assert_close(loss, want,
-                         what=f"icepop_ppo_loss with padding {pad} (per_token_loss={per_token})",
+            what = f"icepop_ppo_loss with padding {pad} (per_token_loss={per_token})"
+            assert_close(loss, want, what=what,
                          hint="neutralise padding with torch.where, never x * mask",
                          hint_when=nonfinite_where_finite, inputs=case)
-            loss.backward()
-            gp = lp.grad[~m]
-            if not bool((gp == 0).all()):
-                raise Feedback(f"gradient at padded positions must be exactly 0 (padding "
-                               f"{pad}), got {describe(gp)}")
+            checked.append((loss, what, pad, m, lp))
+    cases.backward_all([c[0] for c in checked], [c[1] for c in checked])
+    for _, _, pad, m, lp in checked:
+        gp = lp.grad[~m]
+        if not bool((gp == 0).all()):
+            raise Feedback(f"gradient at padded positions must be exactly 0 (padding "
+                           f"{pad}), got {describe(gp)}")
 
 
 def test_inputs_not_mutated(sub, ctx):
@@ -315,16 +326,20 @@ def test_extreme_ratios(sub):
                 loss = b.icepop_ppo_loss(lp, old, rollout, torch.tensor([1.0], dtype=dtype), mask,
                                          low=low, high=high)
                 calls.append((dtype, big, old, rollout, low, high, w, lp, loss))
+    losses = []   # every value first, then one backward for all the losses
     for dtype, big, old, rollout, low, high, w, lp, loss in calls:
         assert_close(w.value, torch.tensor([[0.0, 0.0, 1.0]], dtype=F64),
                      what=f"icepop_weights for log-ratios [{big}, {-big}, 0] with band "
                      f"[{low}, {high}] ({dtype}): inf and 0 get weight 0, no NaN",
                      inputs={"old_logp": old, "rollout_logp": rollout})
+        what = (f"icepop_ppo_loss with behaviour log-ratios [{big}, {-big}, 0] and "
+                f"band [{low}, {high}] ({dtype})")
         loss = loss.value
         assert_close(loss, torch.tensor(-1.0 / 3, dtype=F64),
-                     what=f"icepop_ppo_loss with behaviour log-ratios [{big}, {-big}, 0] and "
-                     f"band [{low}, {high}] ({dtype}): only the last token counts, divided by 3")
-        loss.backward()
+                     what=f"{what}: only the last token counts, divided by 3")
+        losses.append((loss, what))
+    cases.backward_all([x[0] for x in losses], [x[1] for x in losses])
+    for dtype, big, old, rollout, low, high, w, lp, loss in calls:
         assert_close(lp.grad, torch.tensor([[0.0, 0.0, -1.0 / 3]], dtype=F64),
                      what=f"d loss / d logp with huge behaviour ratios ({dtype}): rejected "
                      f"tokens get exactly 0, no NaN")

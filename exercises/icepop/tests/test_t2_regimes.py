@@ -73,6 +73,7 @@ def test_extreme_ppo_ratios(sub, oracle):
             lp = leaf(logp)
             calls.append((dtype, t, None, (logp, old, rollout, adv, mask), lp,
                           b.icepop_ppo_loss(lp, old, rollout, adv, mask, per_token_loss=False)))
+    checked = []   # every loss first, then one backward for all of them, then the gradients
     for dtype, mag, rows, args, lp, pending in calls:
         shown = dict(zip(("logp", "old_logp", "rollout_logp", "advantages", "mask"), args))
         if rows is None:
@@ -87,7 +88,9 @@ def test_extreme_ppo_ratios(sub, oracle):
         loss = check_tensor(pending.value, what=what, shape=(), dtype=dtype)
         assert_close(loss, oracle.icepop_ppo_loss(*args, per_token_loss=False), what=what,
                      rtol=rtol, atol=atol, inputs=shown)
-        loss.backward()
+        checked.append((loss, what, args, lp, shown, rtol, atol))
+    cases.backward_all([c[0] for c in checked], [c[1] for c in checked])
+    for _, what, args, lp, shown, rtol, atol in checked:
         grad = lp.grad if lp.grad is not None else torch.zeros_like(lp)
         if not bool(torch.isfinite(grad).all()):
             raise Feedback(f"{what}: the gradient must be finite (exp's backward multiplies by "
@@ -113,13 +116,16 @@ def test_dual_clip_is_not_applied(sub, oracle):
                 lp = leaf(logp)
                 calls.append((dtype, per_token, (logp, old, rollout, adv, mask), lp,
                               b.icepop_ppo_loss(lp, old, rollout, adv, mask, per_token_loss=per_token)))
+    checked = []   # every loss first, then one backward for all of them, then the gradients
     for dtype, per_token, args, lp, pending in calls:
         shown = dict(zip(("logp", "old_logp", "rollout_logp", "advantages", "mask"), args))
         what = (f"icepop_ppo_loss with ratios 3.5 and 5 and negative advantages (per_token_loss="
                 f"{per_token}, {dtype}): no dual clip (verl's c = 3 is not part of this loss)")
         loss = pending.value
         assert_close(loss, oracle.icepop_ppo_loss(*args, per_token_loss=per_token), what=what, inputs=shown)
-        loss.backward()
+        checked.append((loss, what, per_token, args, lp, shown))
+    cases.backward_all([c[0] for c in checked], [c[1] for c in checked])
+    for _, what, per_token, args, lp, shown in checked:
         assert_close(lp.grad, oracle.icepop_ppo_loss_grad(*args, per_token_loss=per_token),
                      what=f"d loss / d logp, {what}", inputs=shown)
 
@@ -173,11 +179,14 @@ def test_widths_used_as_given(sub, oracle, ctx):
                 kw = dict(eps_low=el, eps_high=eh, low=0.1, high=10.0, per_token_loss=per_token)
                 lp = leaf(case["logp"])
                 calls.append((case, args, kw, lp, b.icepop_ppo_loss(lp, *args, **kw)))
+    checked = []   # every loss first, then one backward for all of them, then the gradients
     for case, args, kw, lp, pending in calls:
         what = f"icepop_ppo_loss({', '.join(f'{k}={v}' for k, v in kw.items())}) (widths used as given)"
         loss = pending.value
         assert_close(loss, oracle.icepop_ppo_loss(case["logp"], *args, **kw), what=what, inputs=case)
-        loss.backward()
+        checked.append((loss, what, case, args, kw, lp))
+    cases.backward_all([c[0] for c in checked], [c[1] for c in checked])
+    for _, what, case, args, kw, lp in checked:
         assert_close(lp.grad, oracle.icepop_ppo_loss_grad(case["logp"], *args, **kw),
                      what=f"d loss / d logp, {what}", inputs=case)
 
@@ -199,6 +208,7 @@ def test_defaults_apply_when_omitted(sub, oracle):
             lp = leaf(args[0])
             calls.append((dtype, args + (adv, mask), lp, b.icepop_ppo_loss(lp, *args[1:], adv, mask),
                           b.icepop_weights(args[1], args[2], mask)))
+    checked = []   # every value first, then one backward for all the losses
     for dtype, args, lp, loss, w in calls:
         shown = dict(zip(("logp", "old_logp", "rollout_logp", "advantages", "mask"), args))
         assert_close(w.value, oracle.icepop_weights(args[1], args[2], args[4]), inputs=shown,
@@ -207,7 +217,9 @@ def test_defaults_apply_when_omitted(sub, oracle):
         what = (f"icepop_ppo_loss with every default omitted (band [0.5, 2], eps 0.2 / 0.2, "
                 f"per_token_loss=True) ({dtype})")
         assert_close(loss, oracle.icepop_ppo_loss(*args), what=what, inputs=shown)
-        loss.backward()
+        checked.append((loss, what, args, lp, shown))
+    cases.backward_all([c[0] for c in checked], [c[1] for c in checked])
+    for _, what, args, lp, shown in checked:
         assert_close(lp.grad, oracle.icepop_ppo_loss_grad(*args), what=f"d loss / d logp, {what}",
                      inputs=shown)
 
@@ -226,6 +238,7 @@ def test_mixed_dtypes_and_mask_encodings(sub, oracle, ctx):
                 losses.append((per_token, lp, b.icepop_ppo_loss(lp, *args, per_token_loss=per_token)))
             calls.append((kind, case, args, b.icepop_weights(case["old_logp"], case["rollout_logp"],
                                                              case["mask"]), losses))
+    checked = []   # every value first, then one backward for all the losses
     for kind, case, args, w, losses in calls:
         shown = {**{k: case[k] for k in ("logp", "old_logp", "rollout_logp", "mask")}, "advantages": args[2]}
         w = check_tensor(w.value, what=f"icepop_weights with a {kind} mask and float32 log-probs",
@@ -238,9 +251,11 @@ def test_mixed_dtypes_and_mask_encodings(sub, oracle, ctx):
             loss = check_tensor(pending.value, what=what, shape=(), dtype=F32)
             assert_close(loss, oracle.icepop_ppo_loss(case["logp"], *args, per_token_loss=per_token),
                          what=what, inputs=shown)
-            loss.backward()
-            assert_close(lp.grad, oracle.icepop_ppo_loss_grad(case["logp"], *args, per_token_loss=per_token),
-                         what=f"d loss / d logp, {what}", inputs=shown)
+            checked.append((loss, what, case, args, per_token, lp, shown))
+    cases.backward_all([c[0] for c in checked], [c[1] for c in checked])
+    for _, what, case, args, per_token, lp, shown in checked:
+        assert_close(lp.grad, oracle.icepop_ppo_loss_grad(case["logp"], *args, per_token_loss=per_token),
+                     what=f"d loss / d logp, {what}", inputs=shown)
 
 
 def test_empty_masks_with_nan_padding(sub):
@@ -329,20 +344,30 @@ def _queue_all(b, case, bounds, large=False):
     return args, out
 
 
-def _check_all(trusted, grad_of, case, bounds, args, queued, label):
+def _check_all(expect, case, bounds, args, queued, label, checked):
+    """Check the weights and the losses of ``queued`` (``expect(kw)``: the trusted (loss, grad)
+    for the loss's keywords, or the weights for kw None); the losses go to ``checked`` (loss,
+    what, leaf, expected grad, shown), whose gradients ``_check_grads`` reads after one backward."""
     low, high = bounds
     shown = {k: case[k] for k in ("logp", "old_logp", "rollout_logp", "advantages", "mask")}
     for per_token, lp, pending in queued:
         if per_token == "weights":
-            assert_close(pending.value, trusted.icepop_weights(*args[:2], args[3], low=low, high=high),
+            assert_close(pending.value, expect(None),
                          what=f"icepop_weights(low={low}, high={high}) on {label}", inputs=shown)
             continue
         kw = dict(low=low, high=high, per_token_loss=per_token)
         what = f"icepop_ppo_loss(low={low}, high={high}, per_token_loss={per_token}) on {label}"
+        want, want_grad = expect(kw)   # before reading the answer: while the submission runs
         loss = pending.value
-        assert_close(loss, trusted.icepop_ppo_loss(case["logp"], *args, **kw), what=what, inputs=shown)
-        loss.backward()
-        assert_close(lp.grad, grad_of(case["logp"], args, kw), what=f"d loss / d logp, {what}", inputs=shown)
+        assert_close(loss, want, what=what, inputs=shown)
+        checked.append((loss, what, lp, want_grad, shown))
+
+
+def _check_grads(checked):
+    """One backward for all the losses ``_check_all`` collected, then each gradient."""
+    cases.backward_all([c[0] for c in checked], [c[1] for c in checked])
+    for _, what, lp, want_grad, shown in checked:
+        assert_close(lp.grad, want_grad, what=f"d loss / d logp, {what}", inputs=shown)
 
 
 def test_drawn_shapes_match_oracle(sub, oracle, ctx):
@@ -352,10 +377,19 @@ def test_drawn_shapes_match_oracle(sub, oracle, ctx):
         for i, (B, L) in enumerate(shared.shapes(g, large=False)):
             case, bounds = _drawn_case(g, B, L, i)
             runs.append((B, L, case, bounds, *_queue_all(b, case, bounds)))
-    grad = lambda logp, args, kw: oracle.icepop_ppo_loss_grad(logp, *args, **kw)  # noqa: E731
+    checked = []
     for B, L, case, bounds, args, queued in runs:
-        _check_all(oracle, grad, case, bounds, args, queued,
-                   f"[{B}, {L}] {case['logp'].dtype}, {case['mask'].dtype} mask")
+        low, high = bounds
+
+        def expect(kw, case=case, args=args, low=low, high=high):
+            if kw is None:
+                return oracle.icepop_weights(*args[:2], args[3], low=low, high=high)
+            return (oracle.icepop_ppo_loss(case["logp"], *args, **kw),
+                    oracle.icepop_ppo_loss_grad(case["logp"], *args, **kw))
+
+        _check_all(expect, case, bounds, args, queued,
+                   f"[{B}, {L}] {case['logp'].dtype}, {case['mask'].dtype} mask", checked)
+    _check_grads(checked)
 
 
 def test_large_batch_matches_reference(sub, ref, ctx):
@@ -363,12 +397,17 @@ def test_large_batch_matches_reference(sub, ref, ctx):
     B, L = shared.shapes(g)[-1]
     case, bounds = _drawn_case(g, B, L, int(torch.randint(0, 6, (), generator=g)))
 
-    def grad(logp, args, kw):
-        x = leaf(logp)
-        ref.icepop_ppo_loss(x, *args, **kw).backward()
-        return x.grad
-
     with batch(sub) as b:
         args, queued = _queue_all(b, case, bounds, large=True)
-    _check_all(ref, grad, case, bounds, args, queued,
-               f"a large batch [{B}, {L}] ({case['logp'].dtype}, {case['mask'].dtype} mask)")
+
+    def expect(kw):
+        """The reference's loss and its gradient, from one forward (while the submission runs)."""
+        x = leaf(case["logp"])
+        loss = ref.icepop_ppo_loss(x, *args, **kw)
+        loss.backward()
+        return loss.detach(), x.grad
+
+    checked = []
+    _check_all(expect, case, bounds, args, queued,
+               f"a large batch [{B}, {L}] ({case['logp'].dtype}, {case['mask'].dtype} mask)", checked)
+    _check_grads(checked)
