@@ -181,3 +181,91 @@ def test_a_host_cut_off_then_back_completes_nothing_twice(hosts):
     assert all(completions(store, sid) == 1 for sid in ids)
     for sid in held:
         assert host_of(graded_by(store, sid)) == str(other.proc.pid)
+
+
+SLOW = REF + "\nimport time as _t\n_t.sleep(4)  # loading takes seconds: a grading long enough to be caught\n"
+
+
+def wait_held(store: Store, sid: str, attempt: int, timeout: float = 120) -> str:
+    """The worker that holds ``sid`` running in its ``attempt``-th attempt."""
+    deadline = time.monotonic() + timeout
+    while True:
+        row = store.get(sid, None)
+        if row["status"] == "running" and row["attempts"] == attempt:
+            return row["worker"]
+        assert row["status"] in ("queued", "running") and time.monotonic() < deadline, row
+        time.sleep(0.02)
+
+
+def test_a_grading_stalled_twice_is_retried_once_then_error(postgres, service_factory, tmp_path):
+    """Its host killed mid-grading, then the host that took it over killed too: the grading is
+    retried once, then marked error with a message, by the next host to look; never completed,
+    never retried a second time (bounded: no Procrastinate redelivery grades it again)."""
+    url = postgres.fresh_database()
+    api = service_factory(tmp_path / "api", workers=0, JUDGE_DATABASE_URL=url).start()
+    hosts = [WorkerHost(tmp_path / f"worker{i}", url) for i in range(3)]
+    try:
+        first, second = hosts[0].wait_ready(), hosts[1].wait_ready()
+        store = Store(url)
+        with api.client() as c:
+            sid = c.post("/submit", json={"exercise": "glm5_mis", "code": SLOW, "mode": "submit"}).json()["id"]
+        by = {str(h.proc.pid): h for h in (first, second)}
+        by[host_of(wait_held(store, sid, 1))].kill()
+        by[host_of(wait_held(store, sid, 2, timeout=STALL_S + 60))].kill()
+        hosts[2].wait_ready()  # a third host comes up: its pool finds the grading stalled again
+        deadline = time.monotonic() + STALL_S + 60
+        while (row := store.get(sid, None))["status"] != "error":
+            assert row["status"] == "running" and time.monotonic() < deadline, row
+            time.sleep(0.2)
+        assert row["attempts"] == 2 and "no heartbeat" in row["message"] and "retried once" in row["message"]
+        assert completions(store, sid) == 0
+        retries = [e for e in store.events(sid) if e["kind"] == "status" and json.loads(e["data"]).get("retry")]
+        assert len(retries) == 1
+        time.sleep(3)  # the third host has retried the dead hosts' tickets by now: they grade nothing
+        assert store.get(sid, None)["status"] == "error" and store.get(sid, None)["attempts"] == 2
+    finally:
+        for h in hosts:
+            h.stop()
+        api.stop()
+
+
+@pytest.fixture
+def hosts2(postgres, service_factory, tmp_path):
+    """An API node and two worker hosts with two workers each: per host, one slot on both queues
+    and one on Runs only."""
+    url = postgres.fresh_database()
+    api = service_factory(tmp_path / "api", workers=0, JUDGE_DATABASE_URL=url).start()
+    workers = [WorkerHost(tmp_path / f"worker{i}", url, concurrency=2) for i in range(2)]
+    try:
+        for w in workers:
+            w.wait_ready()
+        yield api, workers, Store(url)
+    finally:
+        for w in workers:
+            w.stop()
+        api.stop()
+
+
+def test_runs_and_the_fair_share_hold_across_hosts(hosts2):
+    """Alice's backlog of Submits, then Bob's two Submits and his Run: on two hosts, Bob's Run
+    starts at once, while every Submit slot is busy (the Run queue's own slots), before most of
+    the backlog queued ahead of it, and Bob's Submits are served in turn with Alice's, not
+    after her backlog."""
+    api, workers, store = hosts2
+    add = lambda client, code, mode: store.add(client, "glm5_mis", mode, code, queue_max=1000)  # noqa: E731
+    backlog = [add("alice", REF, "submit") for _ in range(10)]  # queued within milliseconds
+    bob = [add("bob", REF, "submit") for _ in range(2)]
+    run = add("bob", STARTER, "run")
+    rows = wait_all(store, backlog + bob + [run], timeout=600)
+    assert all(r["status"] == "done" and r["attempts"] == 1 for r in rows.values())
+    assert all(completions(store, sid) == 1 for sid in rows)
+    started = sorted(rows, key=lambda sid: rows[sid]["started_at"])
+    after_run = [sid for sid in backlog if rows[sid]["started_at"] > rows[run]["started_at"]]
+    assert len(after_run) >= 6, [started.index(s) for s in backlog]  # most of the backlog waited
+    # and it did not wait for a Submit slot: it started before any Submit grading then running ended
+    busy = [r for sid, r in rows.items()
+            if sid != run and r["started_at"] <= rows[run]["created_at"] < r["finished_at"]]
+    assert busy and rows[run]["started_at"] < min(r["finished_at"] for r in busy)
+    # in turn with Alice's (his Run counts as one of his running), not after her backlog (11th, 12th)
+    assert all(started.index(sid) < 8 for sid in bob), [started.index(s) for s in bob]
+    assert {host_of(graded_by(store, sid)) for sid in rows} == {str(w.proc.pid) for w in workers}
