@@ -47,8 +47,10 @@ def create_app(cfg: Config) -> FastAPI:
     previews = {slug: previews_of(ex) for slug, ex in catalog.items()}
     limiter = RateLimiter(cfg.rate_limit, cfg.burst)
     transfers = Transfers(cfg.max_transfers, cfg.client_transfers)
-    pool = WorkerPool(cfg, store, {s: ex.limits.total_seconds for s, ex in catalog.items()}) \
-        if cfg.workers > 0 else None
+    # on PostgreSQL the workers take Procrastinate tickets (judge.service.worker_host.DispatchHost)
+    pool = WorkerPool(cfg, store, {s: ex.limits.total_seconds for s, ex in catalog.items()},
+                      dispatched=store.backend.name == "postgresql") if cfg.workers > 0 else None
+    dispatcher: list = []
     # an API-only node on PostgreSQL hears other hosts' commits (LISTEN), else the pool's pipe
     remote = RemoteChanges(store) if pool is None and store.backend.name == "postgresql" else None
     changes = Changes(store, cfg.notify_interval, pool.changes_fd if pool is not None else
@@ -67,6 +69,10 @@ def create_app(cfg: Config) -> FastAPI:
             log.warning("recovered %d interrupted submission(s): %s", len(recovered), recovered)
         if pool is not None:
             pool.start()
+            if pool.dispatched:
+                from judge.service.worker_host import DispatchHost
+
+                dispatcher.append(DispatchHost(cfg, store, pool).start())
         changes.start()
         if remote is not None:
             remote.start()
@@ -76,7 +82,9 @@ def create_app(cfg: Config) -> FastAPI:
             changes.stop()
             if remote is not None:
                 remote.stop()
-            if pool is not None:
+            if dispatcher:
+                await run_in_threadpool(dispatcher[0].stop)  # the pool too
+            elif pool is not None:
                 await run_in_threadpool(pool.stop)
 
     app = FastAPI(title="judge", version="0.1.0", lifespan=lifespan,

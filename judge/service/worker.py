@@ -111,35 +111,60 @@ class Worker:
         notify_change(self.changes_fd, sid, kind)
 
     # the loop ------------------------------------------------------------------------------
-    def serve(self, stop, idle: IdleWorkers, parent_pid: int, busy) -> None:
-        cores = os.cpu_count() or 1
+    def serve(self, stop, idle: IdleWorkers, parent_pid: int, busy, orders=None) -> None:
+        """Grade until stopped: claiming from the store by itself, or, with ``orders`` (a
+        dispatched pool's pipe, PostgreSQL), one claim of the mode each order names."""
         while not stop.is_set() and os.getppid() == parent_pid:
-            job = self.store.claim(self.name, share=self.share)
-            if job is not None:
-                idle.busy(self.index)
-                self.changed(job.id, "e")  # "running": news for event streams only
-                with busy.get_lock():
-                    busy.value += 1
-                    gradings = busy.value
-                # A grading alternates between this process and its sandbox: polling for the
-                # other side's answer saves wake-ups while cores are free, and steals them when
-                # other gradings need them.
-                self.sandbox.spin_seconds = SPIN_SECONDS if 2 * gradings <= cores else 0.0
-                try:
-                    self.run(job)
-                finally:
-                    with busy.get_lock():
-                        busy.value -= 1
-                    idle.idle(self.index, latest=True)  # the next submission wakes us first
-            elif self.pending_previews:
+            if orders is not None:
+                if orders.poll(self.cfg.poll_interval if not self.pending_previews else 0):
+                    try:
+                        mode = orders.recv()
+                    except EOFError:  # the pool is gone
+                        return
+                    orders.send(self.take(mode, idle, busy))
+                    continue
+            else:
+                job = self.store.claim(self.name, share=self.share)
+                if job is not None:
+                    self.grade_claimed(job, idle, busy)
+                    continue
+            if self.pending_previews:
                 ex = self.pending_previews.pop(0)
                 try:
                     self.build_preview(ex)
                 except Exception:  # noqa: BLE001 - previews are a nicety; grading goes on
                     log.exception("could not build the previews of %s", ex.slug)
-            else:  # woken at once by a new submission; polling catches retried ones
+            elif orders is None:  # woken at once by a new submission; polling catches retried ones
                 idle.idle(self.index)
                 idle.wait(self.index, self.cfg.poll_interval)
+
+    def take(self, mode: str, idle: IdleWorkers, busy) -> tuple[str, str | None]:
+        """One dispatch ticket of ``mode``: claim the fair-share next submission of that mode and
+        grade it. ("graded", id); ("empty", None): none of that mode is queued; ("wait", None):
+        some are, but the fair share passes their clients over for now (``Store.claim``)."""
+        job = self.store.claim(self.name, share=self.share, mode=mode)
+        if job is None:
+            return ("wait", None) if self.store.has_queued(mode) else ("empty", None)
+        self.grade_claimed(job, idle, busy)
+        return "graded", job.id
+
+    def grade_claimed(self, job: ClaimedSubmission, idle: IdleWorkers, busy) -> None:
+        idle.busy(self.index)
+        self.changed(job.id, "e")  # "running": news for event streams only
+        cores = os.cpu_count() or 1
+        with busy.get_lock():
+            busy.value += 1
+            gradings = busy.value
+        # A grading alternates between this process and its sandbox: polling for the
+        # other side's answer saves wake-ups while cores are free, and steals them when
+        # other gradings need them.
+        self.sandbox.spin_seconds = SPIN_SECONDS if 2 * gradings <= cores else 0.0
+        try:
+            self.run(job)
+        finally:
+            with busy.get_lock():
+                busy.value -= 1
+            idle.idle(self.index, latest=True)  # the next submission wakes us first
 
     def run(self, job: ClaimedSubmission) -> None:
         told = False
@@ -235,8 +260,9 @@ EXIT_REFUSED = 78  # a worker's exit status when it refuses to run (EX_CONFIG): 
 
 
 def worker_main(cfg: Config, name: str, index: int, count: int, ready, stop, idle: IdleWorkers,
-                parent_pid: int, busy, changes=None) -> None:
-    """The entry point of a worker process; ``changes`` is the write end of the pool's pipe."""
+                parent_pid: int, busy, changes=None, orders=None) -> None:
+    """The entry point of a worker process; ``changes`` is the write end of the pool's pipe,
+    ``orders`` its own order pipe in a dispatched pool (``WorkerPool.ask``)."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the API; it stops us via ``stop``
     signal.signal(signal.SIGTERM, _stop_worker)
@@ -250,7 +276,7 @@ def worker_main(cfg: Config, name: str, index: int, count: int, ready, stop, idl
         worker.prepare()
         ready.set()
         log.info("worker %s ready (pid %d)", name, os.getpid())
-        worker.serve(stop, idle, parent_pid, busy)
+        worker.serve(stop, idle, parent_pid, busy, orders)
     except IsolationUnavailable as e:
         log.critical("%s", e)
         code = EXIT_REFUSED
