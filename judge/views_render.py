@@ -5,7 +5,7 @@ conversion, then ~20 ms an SVG. It is imported on first use, in the judge's own 
 once initialised, it hangs in a forked child, so a process that did not load it refuses to use
 it (``RenderError``), and nothing here runs in the sandbox's zygote or children. ``judge local``
 draws after the verdict (``render_local``); the service draws an SVG or PNG when one is asked
-for and keeps it beside the spec (``artifact_for``).
+for and keeps it in the spec's blob set (``judge.service.drawings``).
 """
 
 from __future__ import annotations
@@ -175,22 +175,3 @@ def drawable(name: str) -> tuple[str, str, str] | None:
         return None
     return m.group("view") + SUFFIX, m.group("fmt"), "dark" if m.group("dark") else "light"
 
-
-def artifact_for(folder: Path, name: str) -> Path | None:
-    """``folder/name`` drawn from its spec when ``name`` is a drawing of a view there
-    (``<view>[-dark].svg|png``), cached in ``folder``; None when there is no such view."""
-    wanted = drawable(name)
-    if wanted is None:
-        return None
-    spec_name, fmt, theme = wanted
-    spec_path, target = Path(folder) / spec_name, Path(folder) / name
-    if not spec_path.is_file() or spec_path.is_symlink():
-        return None
-    if target.is_file() and not target.is_symlink():
-        return target
-    spec = orjson.loads(spec_path.read_bytes())
-    data = svg(spec, theme).encode() if fmt == "svg" else png(spec, theme)
-    tmp = target.with_name(f".{name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)  # two requests drawing at once: either file is whole
-    return target

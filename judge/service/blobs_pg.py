@@ -12,6 +12,7 @@ memory, and many readers cost no connections of their own.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import zlib
@@ -19,10 +20,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+import psycopg
+
 from judge.errors import BlobExists, BlobTooLarge
 from judge.service.blobs import PREVIEWS, Blob, BlobStore, check_owner, copy_capped
 from judge.service.files import CHUNK
 
+log = logging.getLogger("judge.service.blobs_pg")
 BUILD_LOCK = 0x626C6F62  # "blob": the advisory locks' first key while a set is built (two-key space)
 
 
@@ -37,8 +41,12 @@ class PgBlob(Blob):
 
     def read(self, offset: int, n: int) -> bytes:
         index, skip = divmod(offset, self.chunk)
-        row = self.blobs.raw().execute("SELECT substr(data, %s, %s) FROM blob_chunks WHERE blob = %s AND n = %s",
-                                       (skip + 1, n, self.id, index), binary=True).fetchone()
+        try:
+            row = self.blobs.raw().execute("SELECT substr(data, %s, %s) FROM blob_chunks WHERE blob = %s "
+                                           "AND n = %s", (skip + 1, n, self.id, index), binary=True).fetchone()
+        except psycopg.Error:  # the database went away mid-download: the reader ends short
+            log.warning("reading blob %d failed at %d", self.id, offset, exc_info=True)
+            return b""
         return bytes(row[0]) if row else b""  # gone (an old preview pruned): the reader ends short
 
     def close(self) -> None:
@@ -131,11 +139,11 @@ class PgBlobs(BlobStore):
         that dies while building lets the next one in with its connection)."""
         key = zlib.crc32(check_owner(owner).encode()) - (1 << 31)  # a signed int4
         raw = self.raw()
-        raw.execute("SELECT pg_advisory_lock(%s, %s)", (BUILD_LOCK - (1 << 31), key))
+        raw.execute("SELECT pg_advisory_lock(%s, %s)", (BUILD_LOCK, key))
         try:
             yield
         finally:
-            raw.execute("SELECT pg_advisory_unlock(%s, %s)", (BUILD_LOCK - (1 << 31), key))
+            raw.execute("SELECT pg_advisory_unlock(%s, %s)", (BUILD_LOCK, key))
 
     def prune(self, owner: str) -> int:
         check_owner(owner)
