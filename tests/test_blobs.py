@@ -268,3 +268,38 @@ def test_scratch_left_by_a_process_that_is_gone_is_swept(tmp_path, monkeypatch):
     monkeypatch.setattr(blobs_module, "_swept", [])
     path = artifacts_scratch(tmp_path, SID)
     assert not dead.exists() and mine.exists() and path == base / f"{SID}-{os.getpid()}"
+
+
+def test_previews_are_built_once_by_whichever_builder_is_first(blobs, tmp_path, monkeypatch):
+    """Four builders at once (threads here; hosts in tests/test_blobs_hosts.py): the reference is
+    graded once, its files kept once; the next version's build removes the old version's set."""
+    import judge.grading
+    from judge.service.catalog import build_previews, load_catalog, previews_of
+    from judge.service.config import Config
+
+    cfg = Config(data_dir=tmp_path / "data", exercises=("glm5_mis",))
+    ex = load_catalog(cfg)["glm5_mis"]
+    graded = []
+
+    def fake_grade(exercise, source, *, out_dir, **kw):  # the reference's T3, quickly
+        graded.append(threading.get_ident())
+        time.sleep(0.2)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "metrics.json").write_bytes(b'{"p_best": [0.5]}')
+        return Verdict(exercise=exercise.slug, verdict="accepted", mode="run", seed=0)
+
+    monkeypatch.setattr(judge.grading, "grade", fake_grade)
+    built = []
+    threads = [threading.Thread(target=lambda: built.append(build_previews(cfg, blobs, ex))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(graded) == 1 and sorted(built) == [False, False, False, True]
+    assert blobs.list(previews_of(ex)) == [("metrics.json", 17)]
+    assert not list((tmp_path / "data" / "previews" / ".scratch").iterdir())  # its scratch went
+    first, older = previews_of(ex), previews_owner("glm5_mis", "0" * 16)
+    blobs.put(older, "metrics.json", b"{}")
+    monkeypatch.setattr("judge.service.catalog.preview_digest", lambda ex: "f" * 16)  # the exercise changed
+    assert build_previews(cfg, blobs, ex) and len(graded) == 2
+    assert blobs.exists(previews_of(ex)) and not blobs.exists(first) and not blobs.exists(older)
