@@ -12,6 +12,8 @@ import math
 
 import torch
 
+from judge.testing import Feedback
+
 F32, F64 = torch.float32, torch.float64
 PADS = (float("nan"), float("inf"), 1e30, float("-inf"))
 SIZES = ((1, 1), (1, 3), (2, 2), (3, 1), (3, 5), (4, 4), (5, 3), (6, 7), (8, 8))
@@ -118,3 +120,17 @@ def regime_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: int) 
     case = {"logp": logp.to(dtype), "old_logp": old.to(dtype), "rollout_logp": rollout.to(dtype),
             "advantages": adv.to(adv_dtype), "mask": mask}
     return case, kwargs
+
+
+def backward_all(losses, whats) -> None:
+    """``backward()`` of many independent losses (each from its own call on its own leaves) in
+    one pass of autograd's engine instead of one per loss: each leaf still gets exactly its own
+    loss's gradient (the losses share no graph, and each is seeded with 1). A loss that is not
+    in the graph fails with the name of its case (``whats``), as its own backward() would."""
+    losses = list(losses)
+    for loss, what in zip(losses, whats):
+        if not loss.requires_grad:
+            raise Feedback(f"{what}: the loss has requires_grad=False, so backward() cannot reach "
+                           f"logp (no .detach(), no torch.no_grad, no .item())")
+    if losses:
+        torch.autograd.backward(losses)

@@ -61,6 +61,7 @@ def _expect_loss(oracle, queued):
 
 
 def _check_loss(queued, expected):
+    descs = []   # every loss first, then one backward for all of them, then the gradients
     for (case, kw, lp, args, pending), (want, want_g) in zip(queued, expected):
         got = pending.value
         dtype = case["logp"].dtype
@@ -70,7 +71,9 @@ def _check_loss(queued, expected):
         if not got.requires_grad:
             raise Feedback("tis_ppo_loss returned a tensor with requires_grad=False: the loss "
                            "must stay connected to logp's graph")
-        got.backward()
+        descs.append(desc)
+    cases.backward_all([q[4].value for q in queued], descs)
+    for (case, kw, lp, args, pending), (want, want_g), desc in zip(queued, expected, descs):
         assert_close(lp.grad if lp.grad is not None else torch.zeros_like(lp), want_g,
                      what=f"d tis_ppo_loss / d logp ({desc})", inputs=case)
 
@@ -123,6 +126,7 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
             args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
             queued.append((case, kw, wkw, lp, b.tis_weights(case["old_logp"], case["rollout_logp"], case["mask"], **wkw),
                            b.tis_ppo_loss(lp, *args, **kw)))
+    checked = []   # every value first, then one backward for all the losses, then the gradients
     for case, kw, wkw, lp, pending_w, pending in queued:
         B, L = case["logp"].shape
         dtype = case["logp"].dtype
@@ -149,7 +153,9 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
         big = float(want_g.abs().max()) if want_g.numel() else 0.0
         atol = max(atol, 16 * jc.machine_eps(dtype) * big)
         assert_close(loss, want, what=f"tis_ppo_loss on {desc}", inputs=case, rtol=rtol, atol=atol)
-        loss.backward()
+        checked.append((loss, f"tis_ppo_loss on {desc}", case, lp, want_g, desc))
+    cases.backward_all([c[0] for c in checked], [c[1] for c in checked])
+    for _, _, case, lp, want_g, desc in checked:
         if lp.grad is None:
             raise Feedback(f"tis_ppo_loss on {desc}: logp.grad is None after backward")
         assert_close(lp.grad, want_g, what=f"d tis_ppo_loss / d logp on {desc} (w times the PPO gradient: "

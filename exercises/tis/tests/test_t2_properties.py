@@ -80,6 +80,7 @@ def test_hand_checked_loss_and_gradient(sub):
                 lp = leaf(logp)
                 queued.append((dtype, per_token, loss_v, grad_v, (logp, old, rollout, adv, mask), lp,
                                b.tis_ppo_loss(lp, old, rollout, adv, mask, per_token_loss=per_token)))
+    grads = []   # every value first, then one backward for all the losses
     for dtype, per_token, loss_v, grad_v, (logp, old, rollout, adv, mask), lp, pending in queued:
         loss = pending.value
         what = f"tis_ppo_loss on the hand-checked case (per_token_loss={per_token}, {dtype})"
@@ -91,7 +92,9 @@ def test_hand_checked_loss_and_gradient(sub):
                      inputs=shown)
         if not loss.requires_grad:
             raise Feedback(f"{what}: the loss is detached (requires_grad=False)")
-        loss.backward()
+        grads.append((loss, lp, grad_v, what, shown))
+    torch.autograd.backward([loss for loss, *_ in grads])
+    for _, lp, grad_v, what, shown in grads:
         assert_close(lp.grad, torch.tensor(grad_v, dtype=F64), what=f"d loss / d logp, {what}",
                      inputs=shown)
 
@@ -128,9 +131,11 @@ def test_gradient_is_weight_times_plain_ppo_gradient(sub, ctx):
                            b.tis_ppo_loss(lp_tis, *args, tis_low=low, tis_high=high),
                            b.tis_weights(case["old_logp"], case["rollout_logp"], case["mask"],
                                          clip_low=low, clip_high=high)))
+    # one backward for all the losses (independent calls on their own leaves)
+    cases.backward_all([p.value for q in queued for p in q[5:7]],
+                       [f"tis_ppo_loss with TIS [{q[1]:.3g}, {q[2]:.3g}]" + s for q in queued
+                        for s in (" and weights 1 (tis_low = tis_high = 1)", "")])
     for case, low, high, lp_plain, lp_tis, pending_plain, pending_tis, pending_w in queued:
-        pending_plain.value.backward()
-        pending_tis.value.backward()
         w = pending_w.value
         assert_close(lp_tis.grad, (w * lp_plain.grad).detach(),
                      what=f"d loss / d logp with TIS [{low:.3g}, {high:.3g}] versus w times the "
@@ -151,9 +156,8 @@ def test_weights_and_frozen_inputs_are_detached(sub):
     if w.requires_grad:
         raise Feedback("tis_weights returned a tensor that requires grad: the weights are a "
                        "stop-gradient correction (detach them)")
+    torch.autograd.backward([q[5].value for q in queued])   # independent losses: one pass
     for per_token, lp, o, ro, a, pending_loss in queued:
-        loss = pending_loss.value
-        loss.backward()
         assert_no_grad(o, what=f"old_logp (frozen: the PPO ratio's denominator and the TIS numerator; "
                                f"per_token_loss={per_token})")
         assert_no_grad(ro, what=f"rollout_logp (per_token_loss={per_token})")
@@ -186,6 +190,7 @@ def test_padding_is_neutralised(sub, oracle, ctx):
                  [oracle.tis_ppo_loss(case["logp"], *args, per_token_loss=per_token)
                   for per_token, _, _ in losses])
                 for _, case, _, args, _, losses in queued]
+    checked = []   # every value first, then one backward for all the losses
     for (pad, case, m, args, pending_w, losses), (want_w, want_losses) in zip(queued, expected):
         w = pending_w.value
         assert_close(w, want_w,
@@ -193,15 +198,17 @@ def test_padding_is_neutralised(sub, oracle, ctx):
                      inputs=case)
         for (per_token, lp, pending), want in zip(losses, want_losses):
             loss = pending.value
-            assert_close(loss, want,
-                         what=f"tis_ppo_loss with padding {pad} (per_token_loss={per_token})",
+            what = f"tis_ppo_loss with padding {pad} (per_token_loss={per_token})"
+            assert_close(loss, want, what=what,
                          hint="neutralise padding with torch.where, never x * mask",
                          hint_when=nonfinite_where_finite, inputs=case)
-            loss.backward()
-            gp = lp.grad[~m]
-            if not bool((gp == 0).all()):
-                raise Feedback(f"gradient at padded positions must be exactly 0 (padding "
-                               f"{pad}), got {describe(gp)}")
+            checked.append((loss, what, pad, m, lp))
+    cases.backward_all([c[0] for c in checked], [c[1] for c in checked])
+    for _, _, pad, m, lp in checked:
+        gp = lp.grad[~m]
+        if not bool((gp == 0).all()):
+            raise Feedback(f"gradient at padded positions must be exactly 0 (padding "
+                           f"{pad}), got {describe(gp)}")
 
 
 def test_inputs_not_mutated(sub, ctx):
@@ -238,6 +245,7 @@ def test_extreme_ratios(sub):
                 pending_loss = b.tis_ppo_loss(lp, o2, r2, torch.tensor([1.0], dtype=dtype), mask,
                                               tis_low=low, tis_high=high)
                 queued.append((dtype, big, old, rollout, low, high, lp, pending_w, pending_loss))
+    losses = []   # every value first, then one backward for all the losses
     for dtype, big, old, rollout, low, high, lp, pending_w, pending_loss in queued:
         w = pending_w.value
         assert_close(w, torch.tensor([[high, low, 1.0]], dtype=F64),
@@ -249,7 +257,9 @@ def test_extreme_ratios(sub):
         assert_close(loss, torch.tensor(-(high + low + 1.0) / 3, dtype=F64),
                      what=f"tis_ppo_loss with behaviour log-ratios [{big}, {-big}, 0] and "
                      f"bounds [{low}, {high}] ({dtype})")
-        loss.backward()
+        losses.append((loss, f"tis_ppo_loss with bounds [{low}, {high}] ({dtype})"))
+    cases.backward_all([x[0] for x in losses], [x[1] for x in losses])
+    for dtype, big, old, rollout, low, high, lp, pending_w, pending_loss in queued:
         if not bool(torch.isfinite(lp.grad).all()):
             raise Feedback(f"gradient must stay finite for huge behaviour ratios, got "
                            f"{describe(lp.grad)}")
