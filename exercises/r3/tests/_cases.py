@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -27,12 +28,26 @@ def distinct_idx(g: torch.Generator, n: int, e: int, k: int) -> torch.Tensor:
     return torch.rand(n, e, generator=g).argsort(dim=-1)[:, :k].contiguous()
 
 
+_ROUTES: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def drawn_rows_idx(g: torch.Generator, n: int, e: int, k: int) -> torch.Tensor:
+    """[n, k] int64 with the distribution of ``distinct_idx`` (each row a uniformly random ordered
+    choice of k distinct experts), drawn as rows of the table of every such choice: one
+    randint for a large batch instead of sorting [n, e] random numbers. For small E only."""
+    table = _ROUTES.get((e, k))
+    if table is None:
+        table = _ROUTES[(e, k)] = torch.tensor(list(itertools.permutations(range(e), k)), dtype=torch.int64)
+    return table[torch.randint(0, table.shape[0], (n,), generator=g)]
+
+
 def make_case(g: torch.Generator, n: int, e: int, k: int, d: int, d_out: int,
-              dtype: torch.dtype = torch.float64, scale: float = 2.0):
-    """x [n, d], router logits u [n, e], recorded experts idx [n, k], expert weights W [e, d, d_out]."""
+              dtype: torch.dtype = torch.float64, scale: float = 2.0, ids=distinct_idx):
+    """x [n, d], router logits u [n, e], recorded experts idx [n, k] (drawn by ``ids``), expert
+    weights W [e, d, d_out]."""
     x = torch.randn(n, d, generator=g, dtype=torch.float64).to(dtype)
     u = (scale * torch.randn(n, e, generator=g, dtype=torch.float64)).to(dtype)
-    idx = distinct_idx(g, n, e, k)
+    idx = ids(g, n, e, k)
     w = (torch.randn(e, d, d_out, generator=g, dtype=torch.float64) / math.sqrt(d)).to(dtype)
     return x, u, idx, w
 

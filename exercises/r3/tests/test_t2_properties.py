@@ -5,7 +5,8 @@ Which test covers which class (more in test_t2_regimes.py):
 - hand-checked case, finite differences / closed-form router gradient, gradients reaching x and
   only the selected experts: detachment mistakes (gates, outputs).
 - unselected logits do not matter, column order, replaying its own top-k is the standard MoE,
-  continuity across a tie: recomputing top-k, sorting the pairing.
+  continuity across a tie: recomputing top-k, sorting the pairing. (The first two compare the
+  row blocks of one call: tokens are independent.)
 - test_extreme_logits_stay_finite: |u| = 1000 with a tolerance scaled to the logits' magnitude
   (judge.cases.scaled_tolerance), so exp(u - logsumexp(u)) is accepted and the naive exp and
   the all-E softmax are not. (+-25 ... +-700 per dtype: test_t2_regimes.test_logit_regimes.)
@@ -62,32 +63,35 @@ def test_hand_checked_case(sub, ctx):
 
 @visible
 def test_finite_differences_match_closed_form(sub, ctx):
-    # Rows are independent, so bumping the c-th recorded logit of EVERY row at once gives, in one
-    # call, each row's derivative with respect to its c-th selected logit.
+    # Rows are independent, so bumping the c-th recorded logit of EVERY row at once gives each
+    # row's derivative with respect to its c-th selected logit; and every bumped copy of the
+    # batch goes in the same call as the unbumped rows autograd is checked on, a block each:
+    # [u (a leaf), u + bump_0, u - bump_0, ..., u - bump_{k-1}].
     n, e, k, d, d_out, h = 6, 5, 3, 3, 2, 1e-6
     runs = []
     with batch(sub) as b:
         for salt, sf in enumerate(cases.SCORE_FUNCTIONS):
             x, u, idx, w = cases.make_case(ctx.generator(10 + salt), n, e, k, d, d_out, torch.float64)
-            bumped = []
-            for c in range(k):
-                bump = torch.zeros_like(u).scatter_(1, idx[:, c:c + 1], h)
-                bumped.append((b.moe_replay_forward(x, u + bump, idx, w, score_function=sf),
-                               b.moe_replay_forward(x, u - bump, idx, w, score_function=sf)))
+            bumps = [torch.zeros_like(u).scatter_(1, idx[:, c:c + 1], h) for c in range(k)]
             ul = leaf(u)
-            runs.append((salt, sf, x, u, idx, w, bumped, ul, b.moe_replay_forward(x, ul, idx, w, score_function=sf)))
-    for salt, sf, x, u, idx, w, bumped, ul, pending in runs:
+            stacked = torch.cat([ul] + [u + sign * bump for bump in bumps for sign in (1, -1)])
+            blocks = 1 + 2 * k
+            runs.append((salt, sf, x, u, idx, w, ul,
+                         b.moe_replay_forward(x.repeat(blocks, 1), stacked, idx.repeat(blocks, 1), w, score_function=sf)))
+    for salt, sf, x, u, idx, w, ul, pending in runs:
         closed = cases.dy_du64(x, u, idx, w, sf)  # [N, k, D_out]
-        for c, (plus, minus) in enumerate(bumped):
-            y_plus, y_minus = plus.value, minus.value
-            fd = (y_plus.detach().double() - y_minus.detach().double()) / (2 * h)
+        out = check_tensor(pending.value, what=f"moe_replay_forward({sf}) on {(1 + 2 * k) * n} rows",
+                           shape=((1 + 2 * k) * n, d_out))
+        ys = out.detach().double().reshape(1 + 2 * k, n, d_out)
+        for c in range(k):
+            fd = (ys[1 + 2 * c] - ys[2 + 2 * c]) / (2 * h)
             assert_close(fd, closed[:, c], rtol=1e-6, atol=1e-8,
                          what=f"finite-difference dy/du at the recorded expert in column {c} ({sf}); expected "
                               f"g_j (E_j(x) - y)" + (" (1 - sigmoid(u_j))" if sf == "sigmoid" else ""),
                          inputs={"x": x, "router_logits": u, "expert_idx": idx, "expert_weight": w})
-        # autograd through the submission agrees with the same closed form
+        # autograd through the submission agrees with the same closed form (the first block's rows)
         probe = torch.randn(n, d_out, generator=ctx.generator(20 + salt), dtype=torch.float64)
-        cases.backward(pending.value, probe, f"moe_replay_forward({sf})")
+        cases.backward(out[:n], probe, f"moe_replay_forward({sf})")
         if ul.grad is None:
             raise Feedback(f"moe_replay_forward({sf}): router_logits received no gradient (None)")
         want = torch.zeros(n, e, dtype=torch.float64).scatter_(1, idx, torch.einsum("nko,no->nk", closed, probe))
@@ -135,6 +139,8 @@ def test_gradients_reach_x_and_only_selected_experts(sub, ctx):
 
 
 def test_unselected_logits_do_not_matter(sub, ctx):
+    # One call per (dtype, score function, function) on the rows [u; u2]: u2 is u with only the
+    # UNRECORDED logits raised, so each row's second copy must give what its first one gives.
     n, e, k, d, d_out = 6, 7, 3, 3, 2
     g = ctx.generator(40)
     runs = []
@@ -144,24 +150,26 @@ def test_unselected_logits_do_not_matter(sub, ctx):
             sel = torch.zeros(n, e, dtype=torch.bool).scatter_(1, idx, True)
             # make every unrecorded expert the router's favourite: recomputing top-k would now pick them
             u2 = torch.where(sel, u, u.max() + 5 + 10 * torch.rand(n, e, generator=g, dtype=torch.float64).to(dtype))
+            both_u, both_idx, both_x = torch.cat([u, u2]), idx.repeat(2, 1), x.repeat(2, 1)
             for sf in cases.SCORE_FUNCTIONS:
-                runs.append((dtype, idx, u2, sf,
-                             bt.replay_gates(u, idx, score_function=sf), bt.replay_gates(u2, idx, score_function=sf),
-                             bt.moe_replay_forward(x, u, idx, w, score_function=sf),
-                             bt.moe_replay_forward(x, u2, idx, w, score_function=sf)))
-    for dtype, idx, u2, sf, gates, gates2, forward, forward2 in runs:
-        a, b = gates.value, gates2.value
-        assert_close(b, a, what=f"replay_gates({sf}, {dtype}) after raising only the UNRECORDED logits "
-                                f"(the output must not change)",
+                runs.append((dtype, idx, u2, sf, bt.replay_gates(both_u, both_idx, score_function=sf),
+                             bt.moe_replay_forward(both_x, both_u, both_idx, w, score_function=sf)))
+    for dtype, idx, u2, sf, gates, forward in runs:
+        what = f"replay_gates({sf}, {dtype}) on [router_logits; router_logits with only the unrecorded ones raised]"
+        a = check_tensor(gates.value, what=what, shape=(2 * n, k))
+        assert_close(a[n:], a[:n], what=f"replay_gates({sf}, {dtype}) after raising only the UNRECORDED logits "
+                                        f"(the output must not change)",
                      inputs={"router_logits (changed)": u2, "expert_idx": idx})
-        ya = forward.value
-        yb = forward2.value
-        assert_close(yb, ya, what=f"moe_replay_forward({sf}, {dtype}) after raising only the UNRECORDED "
-                                  f"logits (never recompute top-k)",
+        what = f"moe_replay_forward({sf}, {dtype}) on the same rows"
+        y = check_tensor(forward.value, what=what, shape=(2 * n, d_out))
+        assert_close(y[n:], y[:n], what=f"moe_replay_forward({sf}, {dtype}) after raising only the UNRECORDED "
+                                        f"logits (never recompute top-k)",
                      inputs={"router_logits (changed)": u2, "expert_idx": idx})
 
 
 def test_column_order_of_expert_idx_does_not_matter(sub, ctx):
+    # One call per (dtype, score function, function) on the rows [u; u] with the ids [idx; idx_p],
+    # idx_p each row's recorded experts in another column order.
     n, e, k, d, d_out = 5, 6, 3, 2, 3
     g = ctx.generator(50)
     runs = []
@@ -170,20 +178,18 @@ def test_column_order_of_expert_idx_does_not_matter(sub, ctx):
             x, u, idx, w = cases.make_case(g, n, e, k, d, d_out, dtype)
             perm = torch.rand(n, k, generator=g).argsort(dim=-1)
             idx_p = idx.gather(1, perm)
+            both_u, both_idx, both_x = u.repeat(2, 1), torch.cat([idx, idx_p]), x.repeat(2, 1)
             for sf in cases.SCORE_FUNCTIONS:
-                runs.append((dtype, u, idx, perm, idx_p, sf,
-                             bt.replay_gates(u, idx, score_function=sf), bt.replay_gates(u, idx_p, score_function=sf),
-                             bt.moe_replay_forward(x, u, idx, w, score_function=sf),
-                             bt.moe_replay_forward(x, u, idx_p, w, score_function=sf)))
-    for dtype, u, idx, perm, idx_p, sf, gates, gates_p, forward, forward_p in runs:
-        a = gates.value
-        b = gates_p.value
-        assert_close(b, a.gather(1, perm), what=f"replay_gates({sf}, {dtype}) with permuted columns: gate "
-                                                f"column c must follow expert expert_idx[:, c]",
+                runs.append((dtype, u, idx, perm, idx_p, sf, bt.replay_gates(both_u, both_idx, score_function=sf),
+                             bt.moe_replay_forward(both_x, both_u, both_idx, w, score_function=sf)))
+    for dtype, u, idx, perm, idx_p, sf, gates, forward in runs:
+        a = check_tensor(gates.value, what=f"replay_gates({sf}, {dtype}) on [expert_idx; permuted expert_idx]",
+                         shape=(2 * n, k))
+        assert_close(a[n:], a[:n].gather(1, perm), what=f"replay_gates({sf}, {dtype}) with permuted columns: gate "
+                                                        f"column c must follow expert expert_idx[:, c]",
                      inputs={"router_logits": u, "expert_idx": idx, "permuted expert_idx": idx_p})
-        ya = forward.value
-        yb = forward_p.value
-        assert_close(yb, ya, what=f"moe_replay_forward({sf}, {dtype}) with permuted expert_idx columns",
+        y = check_tensor(forward.value, what=f"moe_replay_forward({sf}, {dtype}) on the same rows", shape=(2 * n, d_out))
+        assert_close(y[n:], y[:n], what=f"moe_replay_forward({sf}, {dtype}) with permuted expert_idx columns",
                      inputs={"expert_idx": idx, "permuted expert_idx": idx_p})
 
 

@@ -4,16 +4,20 @@
 Which test covers which class of mistake:
 - test_validation_under_every_score_function: every ValueError rule (non-integer and bool ids,
   out-of-range ids, repeats anywhere in a row, k = 0, k > E, shapes) under "softmax" AND
-  "sigmoid", with int64 and int32 ids, in both functions.
+  "sigmoid", with int64 and int32 ids, in both functions (a rule's softmax + int64 call that
+  T0's test_rejects_* already makes is not made twice).
 - test_empty_token_batch: N = 0 tokens (an empty batch) gives [0, k] gates and a [0, D_out]
-  output on the graph, not a crash (min()/max() of an empty tensor raise).
+  output of the input dtype, not a crash (min()/max() of an empty tensor raise).
 - test_logit_regimes: logits of magnitude 25 / 60 / 85 (float32) and 25 / 100 / 700 (float64),
   selected and unselected, softmax and sigmoid, compared with tolerances scaled to the logits'
   magnitude (every stable formulation passes: exp(u - max), exp(u - logsumexp(u)), softmax of
-  logsigmoid).
+  logsigmoid); the magnitudes of a dtype are row blocks of one call, each block compared with
+  its own tolerance.
 - test_drawn_shapes_match_oracle / test_large_batch_matches_reference: (N, E, k, D, D_out) drawn
-  per seed (k = 1, k >= 4, k = E) against the oracle, values and gradients; one float64 batch of
-  N >= 16384 tokens against the vectorised reference (gates and outputs).
+  per seed (k = 1, k >= 4, k = E) against the oracle (values; the gradients are checked at the
+  fixed small sizes of test_t2_properties.py); one float64 batch of
+  N >= 16384 tokens against the vectorised reference's gates and the trusted float64 output
+  formula (cases.expert_outputs64) on them.
 """
 
 import torch
@@ -27,35 +31,40 @@ F32, F64 = torch.float32, torch.float64
 
 def test_validation_under_every_score_function(sub, ctx):
     x, u, idx, w = cases.make_case(ctx.generator(301), 3, 5, 2, 4, 3)  # N=3, E=5, k=2, D=4, D_out=3
-    bad = []
+    bad = []  # (what, router_logits, expert_idx, also tested by T0 with softmax and int64 ids)
     for id_dtype in (torch.int64, torch.int32):
         j = idx.to(id_dtype)
         out_hi, out_neg = j.clone(), j.clone()
         out_hi[2, 0], out_neg[0, 1] = 5, -1
         rep3 = torch.tensor([[0, 1, 2], [4, 2, 4], [1, 3, 0]], dtype=id_dtype)  # row 1 repeats 4, apart
         name = str(id_dtype).replace("torch.", "")
-        bad += [(f"{name} expert_idx with id 5 for E = 5", u, out_hi),
-                (f"{name} expert_idx with id -1", u, out_neg),
-                (f"{name} expert_idx {describe(rep3)} (row 1 repeats expert 4)", u, rep3),
-                (f"{name} expert_idx of shape (3, 0) (k = 0)", u, torch.zeros(3, 0, dtype=id_dtype)),
+        t0 = id_dtype == torch.int64
+        bad += [(f"{name} expert_idx with id 5 for E = 5", u, out_hi, t0),
+                (f"{name} expert_idx with id -1", u, out_neg, t0),
+                (f"{name} expert_idx {describe(rep3)} (row 1 repeats expert 4)", u, rep3, t0),
+                (f"{name} expert_idx of shape (3, 0) (k = 0)", u, torch.zeros(3, 0, dtype=id_dtype), t0),
                 (f"{name} expert_idx of shape (3, 6) for E = 5 (k > E)", u,
-                 torch.stack([torch.randperm(6, generator=ctx.generator(302))] * 3).to(id_dtype)),
-                (f"{name} expert_idx with 2 rows for 3 tokens", u, j[:2])]
-    bad += [("a float expert_idx", u, idx.double()), ("a bool expert_idx", u, idx > 1),
-            ("1-D router_logits", u[0], idx[:1]),
-            ("a 1-D expert_idx of length N = 3", u, idx[:, 0].contiguous()),
-            ("a 3-D expert_idx of shape (3, 2, 1)", u, idx[..., None])]
+                 torch.stack([torch.randperm(6, generator=ctx.generator(302))] * 3).to(id_dtype), False),
+                (f"{name} expert_idx with 2 rows for 3 tokens", u, j[:2], False)]
+    bad += [("a float expert_idx", u, idx.double(), True), ("a bool expert_idx", u, idx > 1, True),
+            ("1-D router_logits", u[0], idx[:1], True),
+            ("a 1-D expert_idx of length N = 3", u, idx[:, 0].contiguous(), False),
+            ("a 3-D expert_idx of shape (3, 2, 1)", u, idx[..., None], False)]
     with batch(sub) as b:
         calls = []
         for sf in cases.SCORE_FUNCTIONS:
-            for what, uu, jj in bad:
+            # T0's test_rejects_* make the same calls with softmax and int64 ids: not repeated here
+            for what, uu, jj, in_t0 in bad:
+                if in_t0 and sf == "softmax":
+                    continue
                 calls.append((f"replay_gates(score_function={sf!r}) with {what}",
                               b.replay_gates(uu, jj, score_function=sf)))
                 xx = x if uu.dim() == 2 else x[:1]
                 calls.append((f"moe_replay_forward(score_function={sf!r}) with {what}",
                               b.moe_replay_forward(xx, uu, jj, w, score_function=sf)))
-            calls.append((f"moe_replay_forward(score_function={sf!r}) with expert_weight for E = 4",
-                          b.moe_replay_forward(x, u, idx, w[:4], score_function=sf)))
+            if sf != "softmax":  # T0's test_rejects_shape_mismatch: expert_weight for E = 4 with softmax
+                calls.append((f"moe_replay_forward(score_function={sf!r}) with expert_weight for E = 4",
+                              b.moe_replay_forward(x, u, idx, w[:4], score_function=sf)))
             calls.append((f"moe_replay_forward(score_function={sf!r}) with x of shape (3, 3) for D = 4",
                           b.moe_replay_forward(x[:, :3], u, idx, w, score_function=sf)))
     for what, pending in calls:
@@ -82,30 +91,41 @@ def test_empty_token_batch(sub):
 
 
 def test_logit_regimes(sub, oracle, ctx):
+    # Tokens are independent: every magnitude of a dtype goes in one call, a block of rows each,
+    # and each block is compared with the tolerance of its own magnitude.
     g = ctx.generator(303)
+    n, e, k, d, d_out = 6, 6, 3, 2, 2
     with batch(sub) as b:
         calls = []
         for dtype in cases.DTYPES:
-            for mag in shared.EXTREME_LOG_RATIOS[dtype]:
-                n, e, k, d, d_out = 6, 6, 3, 2, 2
-                x, _, idx, w = cases.make_case(g, n, e, k, d, d_out, dtype)
-                # logits spread over [-mag, mag]: some rows have a selected logit at +-mag next to
-                # ordinary ones, some an unselected logit far above the selected ones
-                u = (mag * (2 * torch.rand(n, e, generator=g, dtype=F64) - 1)).to(dtype)
-                u[0, idx[0, 0]] = mag
-                u[1, idx[1, 1]] = -mag
-                for sf in cases.SCORE_FUNCTIONS:
-                    us = u if sf == "softmax" else u.clamp(-30, 30)  # sigmoid gates: |u| <= 30 (spec)
-                    calls.append((dtype, mag, sf, x, us, idx, w, b.replay_gates(us, idx, score_function=sf),
-                                  b.moe_replay_forward(x, us, idx, w, score_function=sf)))
-    for dtype, mag, sf, x, u, idx, w, gates, y in calls:
-        rtol, atol = shared.scaled_tolerance(dtype, float(u.abs().max()))
-        what = f"(score_function={sf!r}, {dtype}) with logits up to |u| = {float(u.abs().max()):g}"
-        shown = {"router_logits": u, "expert_idx": idx}
-        assert_close(gates.value, oracle.replay_gates(u, idx, score_function=sf), what=f"replay_gates{what}",
-                     rtol=rtol, atol=atol, inputs=shown)
-        assert_close(y.value, oracle.moe_replay_forward(x, u, idx, w, score_function=sf),
-                     what=f"moe_replay_forward{what}", rtol=rtol, atol=atol, inputs=shown)
+            mags = shared.EXTREME_LOG_RATIOS[dtype]
+            x, _, idx, w = cases.make_case(g, n * len(mags), e, k, d, d_out, dtype)
+            # logits spread over [-mag, mag]: some rows have a selected logit at +-mag next to
+            # ordinary ones, some an unselected logit far above the selected ones
+            u = torch.cat([mag * (2 * torch.rand(n, e, generator=g, dtype=F64) - 1) for mag in mags]).to(dtype)
+            for i, mag in enumerate(mags):
+                u[n * i, idx[n * i, 0]] = mag
+                u[n * i + 1, idx[n * i + 1, 1]] = -mag
+            for sf in cases.SCORE_FUNCTIONS:
+                us = u if sf == "softmax" else u.clamp(-30, 30)  # sigmoid gates: |u| <= 30 (spec)
+                calls.append((dtype, mags, sf, x, us, idx, w, b.replay_gates(us, idx, score_function=sf),
+                              b.moe_replay_forward(x, us, idx, w, score_function=sf)))
+    for dtype, mags, sf, x, u, idx, w, gates, y in calls:
+        got_gates, got_y = gates.value, y.value
+        want_gates = oracle.replay_gates(u, idx, score_function=sf)
+        want_y = oracle.moe_replay_forward(x, u, idx, w, score_function=sf)
+        check_tensor(got_gates, what=f"replay_gates(score_function={sf!r}, {dtype})", shape=(n * len(mags), k))
+        check_tensor(got_y, what=f"moe_replay_forward(score_function={sf!r}, {dtype})", shape=(n * len(mags), d_out))
+        for i in range(len(mags)):
+            rows = slice(n * i, n * (i + 1))
+            top = float(u[rows].abs().max())
+            rtol, atol = shared.scaled_tolerance(dtype, top)
+            what = f"(score_function={sf!r}, {dtype}) with logits up to |u| = {top:g} (rows {n * i}-{n * i + n - 1} of one call)"
+            shown = {"router_logits": u[rows], "expert_idx": idx[rows]}
+            assert_close(got_gates[rows], want_gates[rows], what=f"replay_gates{what}", rtol=rtol, atol=atol,
+                         inputs=shown)
+            assert_close(got_y[rows], want_y[rows], what=f"moe_replay_forward{what}", rtol=rtol, atol=atol,
+                         inputs=shown)
 
 
 def _drawn_sizes(g):
@@ -140,17 +160,18 @@ def test_drawn_shapes_match_oracle(sub, oracle, ctx):
 
 
 def test_large_batch_matches_reference(sub, ref, ctx):
-    # values only (the gradients are checked on every small size): the size is what this adds
+    # values only (the gradients are checked at small sizes, test_t2_properties.py): the size is what this adds
     g = ctx.generator(305)
     n = shared.LARGE_TOKENS + int(torch.randint(0, 64, (), generator=g))
     e, k, d, d_out = 6, int(torch.randint(2, 4, (), generator=g)), 2, 2  # small E, k, D: the size is in N
     sf = cases.SCORE_FUNCTIONS[int(torch.randint(0, 2, (), generator=g))]
-    x, u, idx, w = cases.make_case(g, n, e, k, d, d_out, F64)
+    x, u, idx, w = cases.make_case(g, n, e, k, d, d_out, F64, ids=cases.drawn_rows_idx)
     with batch(sub) as b:
         gates = b.replay_gates(u, idx, score_function=sf)
         y = b.moe_replay_forward(x, u, idx, w, score_function=sf)
     what = f"(score_function={sf!r}) on N = {n} tokens, E = {e}, k = {k}, float64"
-    assert_close(gates.value, ref.replay_gates(u, idx, score_function=sf), what=f"replay_gates{what}",
-                 inputs={"expert_idx": idx})
-    assert_close(y.value, ref.moe_replay_forward(x, u, idx, w, score_function=sf),
+    # the reference's gates once; its output from them (ref.moe_replay_forward's own two einsums)
+    want = ref.replay_gates(u, idx, score_function=sf)
+    assert_close(gates.value, want, what=f"replay_gates{what}", inputs={"expert_idx": idx})
+    assert_close(y.value, torch.einsum("nk,nko->no", want, cases.expert_outputs64(x, idx, w)),
                  what=f"moe_replay_forward{what}", inputs={"expert_idx": idx})
