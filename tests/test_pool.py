@@ -62,3 +62,39 @@ def test_the_pool_reads_running_submissions_through_the_store(cfg):
     assert rows == {a: ("w0.1.1", "glm5_mis"), b: ("w1.1.1", "glm5_mis")}
     assert [r["id"] for r in store.running("w1.1.1")] == [b]
     assert all(r["started_at"] for r in store.running())
+
+
+def test_a_dispatched_pool_grades_on_order_and_survives_a_worker_s_death(cfg):
+    """``ask`` (one ticket per call, judge.service.worker_host): the slot's worker grades the
+    next submission of the mode; a worker killed mid-order answers None (its grading is taken
+    back and retried by the pool), and the restarted worker takes the next order."""
+    import threading
+
+    store = Store(cfg.database_path)
+    pool = WorkerPool(cfg, store, {"glm5_mis": 60}, dispatched=True)
+    pool.start()
+    try:
+        assert pool.ask(0, "submit") == ("empty", None)  # waits for the worker to be ready
+        sid = store.add("a", "glm5_mis", "submit", REF, queue_max=10)
+        assert pool.ask(0, "run") == ("empty", None)
+        assert pool.ask(0, "submit") == ("graded", sid) and store.get(sid, None)["outcome"] == "accepted"
+        slow = store.add("a", "glm5_mis", "submit", REF + "\nimport time as _t\n_t.sleep(2)\n", queue_max=10)
+        answer: list = []
+        asking = threading.Thread(target=lambda: answer.append(pool.ask(0, "submit")))
+        asking.start()
+        deadline = time.monotonic() + 60
+        while store.get(slow, None)["status"] != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        os.kill(pool.slots[0].proc.pid, signal.SIGKILL)
+        asking.join(30)
+        assert answer == [None]
+        deadline = time.monotonic() + 30
+        while store.get(slow, None)["status"] != "queued":  # taken back by the pool: retried
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert pool.ask(0, "submit") == ("graded", slow) and pool.slots[0].generation == 2
+        assert store.get(slow, None)["attempts"] == 2 and store.get(slow, None)["status"] == "done"
+    finally:
+        pool.stop()
+    assert pool.slots[0].orders is None

@@ -123,3 +123,21 @@ def test_a_worker_survives_whatever_a_grading_raises(cfg, worker, monkeypatch, r
     else:
         worker.run(store.claim("wtest"))
     assert store.get(stopping, None)["status"] != "done"
+
+
+def test_a_dispatch_order_claims_its_mode_and_says_what_came_of_it(cfg, worker):
+    """``take`` (a Procrastinate ticket, judge.service.dispatch): graded, empty (nothing of that
+    mode queued) or wait (some queued, but the fair share passes their client over for now)."""
+    from judge.service.idle import IdleWorkers
+    import multiprocessing as mp
+
+    store, ctx = worker.store, mp.get_context("spawn")
+    idle, busy = IdleWorkers(ctx, 1), ctx.Value("i", 0)
+    a1, a2 = (store.add("a", "glm5_mis", "submit", REF, queue_max=10) for _ in range(2))
+    b1 = store.add("b", "glm5_mis", "submit", REF, queue_max=10)
+    assert store.claim("other1").id == a1 and store.claim("other2").id == b1
+    assert worker.take("run", idle, busy) == ("empty", None)
+    assert worker.take("submit", idle, busy) == ("wait", None)  # a holds its share while b is running
+    store.fail(a1, "gone")
+    assert worker.take("submit", idle, busy) == ("graded", a2)
+    assert store.get(a2, None)["status"] == "done" and busy.value == 0
