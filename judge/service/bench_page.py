@@ -22,11 +22,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
+
+import httpx
 
 from judge.service.bench import KEY, REPO_ROOT, Service
 
@@ -113,6 +119,64 @@ def measure(url: str, slug: str, code: str, loads: int, runs: int) -> dict:
             browser.close()
 
 
+class Hosts:
+    """An API-only node (``judge serve --workers 0``) and a grading host (``judge worker``) on a
+    throwaway PostgreSQL, as separate process groups: the verdict reaches the API node, and the
+    page, only through the database's NOTIFY (the node's poll of the events table is an hour
+    apart). They share one data directory (artifacts and previews), as hosts share storage."""
+
+    def __init__(self):
+        from judge.service.pg_local import LocalPostgres, free_port
+
+        self.pg = LocalPostgres().start()
+        self.tmp = tempfile.TemporaryDirectory()
+        self.procs: list[subprocess.Popen] = []
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        env = dict(os.environ, JUDGE_DATABASE_URL=self.pg.fresh_database(), JUDGE_API_KEYS=KEY,
+                   JUDGE_DATA_DIR=f"{self.tmp.name}/data", JUDGE_EXERCISES="glm5_mis",
+                   JUDGE_RATE_LIMIT="100000", JUDGE_QUEUE_MAX="100000", JUDGE_CLIENT_QUEUE_MAX="100000")
+        self.log = Path(self.tmp.name) / "worker.log"
+        try:
+            with open(self.log, "ab") as log:
+                self._start(["worker", "--concurrency", "1"], env, log)
+            self._start(["serve", "--host", "127.0.0.1", "--port", str(port)],
+                        dict(env, JUDGE_WORKERS="0", JUDGE_NOTIFY_INTERVAL="3600"), subprocess.DEVNULL)
+            deadline = time.monotonic() + 180
+            while not self._up():
+                if time.monotonic() > deadline or any(p.poll() is not None for p in self.procs):
+                    raise RuntimeError(f"the hosts did not start:\n{self.log.read_text()[-2000:]}")
+                time.sleep(0.2)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, args: list[str], env: dict, out) -> None:
+        self.procs.append(subprocess.Popen([sys.executable, "-m", "judge.cli", *args], env=env, cwd=REPO_ROOT,
+                                           stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                           start_new_session=True))
+
+    def _up(self) -> bool:
+        if "worker(s) ready" not in self.log.read_text(errors="replace"):
+            return False
+        try:
+            return httpx.get(self.url + "/healthz", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def close(self) -> None:
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait(30)
+            except ProcessLookupError:
+                pass
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+        self.pg.stop()
+        self.tmp.cleanup()
+
+
 def render(r: dict) -> str:
     return "\n".join([
         "learner's page (chromium)                                  measured     target",
@@ -127,20 +191,23 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="judge-bench-page", description=__doc__.split("\n\n")[0])
     p.add_argument("--loads", type=int, default=5)
     p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--hosts", action="store_true", help="an API-only node beside a `judge worker` on "
+                   "PostgreSQL (the notification comes from the database), not one `judge serve` on SQLite")
     p.add_argument("--out", type=Path, default=REPO_ROOT / "bench-results.json")
     args = p.parse_args(argv)
     code = (REPO_ROOT / "reference" / "glm5_mis" / "solution.py").read_text()
-    svc = Service(workers=1)
+    svc = Hosts() if args.hosts else Service(workers=1)
     try:
         result = measure(svc.url, "glm5_mis", code, args.loads, args.runs)
     finally:
         svc.close()
+    result["setup"] = "API node + judge worker, PostgreSQL" if args.hosts else "judge serve, 1 worker, SQLite"
     print(render(result))
     try:
         data = json.loads(args.out.read_text())
     except (OSError, ValueError):
         data = {}
-    data["page"] = result
+    data["page_hosts" if args.hosts else "page"] = result
     args.out.write_text(json.dumps(data, indent=2) + "\n")
     return 0
 
