@@ -6,8 +6,8 @@ import math
 
 import torch
 
-# (B, L) from small to large; B != L and B == L both appear.
-SHAPES = [(1, 1), (1, 3), (2, 2), (3, 1), (2, 5), (4, 4), (5, 3), (6, 8), (8, 8)]
+from judge import cases as shared
+
 FILLS = [math.nan, math.inf, -math.inf, 1e30]
 EPS = [(0.2, 0.2), (0.2, 0.28), (1.0, 4.0), (0.5, 1.0)]
 DTYPES = [torch.float64, torch.float32]
@@ -22,8 +22,9 @@ def log_ratios(g: torch.Generator, B: int, L: int) -> torch.Tensor:
 
 
 def random_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, fill: float,
-                bool_mask: bool) -> dict:
-    """A random batch: log-probs, advantages, a mask with padding filled with ``fill``."""
+                mask_kind: str, empty_row: bool = False) -> dict:
+    """A random batch: log-probs, advantages, a mask (``mask_kind``, one of judge.cases.MASK_KINDS)
+    with padding filled with ``fill``; ``empty_row``: the last row (when B > 1) has no valid token."""
     old = -3.0 * torch.rand(B, L, generator=g, dtype=torch.float64) - 0.05
     logp = old + log_ratios(g, B, L)
     rollout = old - log_ratios(g, B, L)
@@ -32,23 +33,36 @@ def random_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, fill: fl
         mask = torch.ones(B, L, dtype=torch.bool)
     else:
         mask = torch.rand(B, L, generator=g) < 0.7
+        if empty_row and B > 1:
+            mask[B - 1] = False
         mask[0, 0] = True  # at least one valid token
     out = {}
     for name, x in (("logp", logp), ("old_logp", old), ("rollout_logp", rollout)):
         out[name] = torch.where(mask, x, torch.full_like(x, fill)).to(dtype)
     out["advantages"] = adv.to(dtype)
-    out["mask"] = mask if bool_mask else mask.to(dtype)
+    out["mask"] = shared.as_mask(mask, mask_kind)
     return out
 
 
 def cases(ctx, salt: int):
-    """Yield (label, case, eps_low, eps_high) from small to large, float64 and float32 each."""
+    """Yield (label, case, eps_low, eps_high) from small to large, float64 and float32 each.
+
+    Shapes: the corners 1 x 1, 1 x L, B x 1 and three sizes drawn per seed (sides up to 12,
+    judge.cases.shapes), and a square B = L (a broadcast of the advantages over the wrong axis
+    raises nowhere else). Per dtype, every band of EPS, every fill of FILLS and every mask
+    encoding (bool, 0/1 float32 / float64 / int64) appears, and every other case has an empty row.
+    """
     g = ctx.generator(salt)
+    square = int(torch.randint(2, 9, (), generator=g))
+    shapes = sorted(shared.shapes(g, large=False) + [(square, square)], key=lambda s: (s[0] * s[1], s))
     i = 0
-    for B, L in SHAPES:
+    for B, L in shapes:
         for dtype in DTYPES:
-            fill = FILLS[(i + i // 3) % len(FILLS)]
-            eps_low, eps_high = EPS[(i + i // 2) % len(EPS)]
-            case = random_case(g, B, L, dtype, fill, bool_mask=(i % 2 == 0))
-            yield f"B={B}, L={L}, {str(dtype).replace('torch.', '')}", case, eps_low, eps_high
+            j = i // 2  # the same schedule for both dtypes, shifted so that they differ per shape
+            eps_low, eps_high = EPS[(j + i) % len(EPS)]
+            fill = FILLS[(j + 2 * i) % len(FILLS)]
+            kind = shared.MASK_KINDS[(j + 3 * i) % len(shared.MASK_KINDS)]
+            case = random_case(g, B, L, dtype, fill, kind, empty_row=(j % 2 == 1))
+            yield (f"B={B}, L={L}, {str(dtype).replace('torch.', '')}, {kind} mask, padding {fill}",
+                   case, eps_low, eps_high)
             i += 1

@@ -1,9 +1,10 @@
 """T1: values and gradients against the scalar-loop oracle on fresh random inputs.
-(Shapes drawn per seed, the >= 16k-token batch against the vectorised reference and every mask
-encoding: test_t2_regimes.py.)
+(The >= 16k-token batch against the vectorised reference: test_t2_regimes.py.)
 
-Cases run from small to large (float64 and float32 each, padding filled with NaN / inf / -inf /
-1e30, bool and float masks); the first failing case is reported with its inputs.
+Cases run from small to large: the corners 1 x 1, 1 x L, B x 1, a square and sizes drawn per
+seed; float64 and float32 each, every band, padding filled with NaN / inf / -inf / 1e30, every
+mask encoding (bool, 0/1 float32 / float64 / int64), empty rows. The first failing case is
+reported with its inputs.
 """
 
 import torch
@@ -28,11 +29,13 @@ def _inputs(case, with_rollout: bool):
 def test_weights_match_oracle(sub, oracle, ctx):
     with batch(sub) as b:
         calls = []
-        for label, case, eps_low, eps_high in cases.cases(ctx, salt=101):
-            for anchor_name in ("old_logp", "rollout_logp"):
-                args = (case["logp"], case[anchor_name], case["mask"])
-                calls.append((label, case, eps_low, eps_high, anchor_name, args,
-                              b.cispo_weights(*args, eps_low=eps_low, eps_high=eps_high)))
+        for i, (label, case, eps_low, eps_high) in enumerate(cases.cases(ctx, salt=101)):
+            # the weights are elementwise in (logp, anchor_logp): each dtype's cases take the two
+            # anchors in turn (rollout_logp is the wider one: logp - rollout is two log-ratios)
+            anchor_name = ("old_logp", "rollout_logp")[(i // 2) % 2]
+            args = (case["logp"], case[anchor_name], case["mask"])
+            calls.append((label, case, eps_low, eps_high, anchor_name, args,
+                          b.cispo_weights(*args, eps_low=eps_low, eps_high=eps_high)))
     for label, case, eps_low, eps_high, anchor_name, args, out in calls:
         exp = oracle.cispo_weights(*args, eps_low=eps_low, eps_high=eps_high)  # while the submission runs
         assert_close(out.value, exp, what=f"cispo_weights ({label}, anchor_logp={anchor_name}, "

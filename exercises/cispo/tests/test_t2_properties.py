@@ -9,7 +9,8 @@ Which test covers which class (more in test_t2_regimes.py):
 - test_bounds_and_endpoints: exact ties at both bounds (exp(+-log 2)), the default band [0, 5].
 - test_extreme_log_ratios: +-1000 and e^-800 / e^-1800 log-probs (0/0 quotients), every
   configuration (+-25 ... +-700 per dtype, SkyRL's +-20 clamp: test_t2_regimes).
-- test_padding_is_neutralised: NaN / +-inf / 1e30 padding, bool and float masks, no mutation.
+- test_padding_is_neutralised: NaN / +-inf / 1e30 padding (two fills a call, mixed across
+  positions and inputs), bool and float masks, no mutation.
 - test_frozen_inputs_get_no_gradient: stop-gradients, every configuration.
 - test_token_mean_aggregation: token-mean, not seq-mean.
 - test_default_band_caps_weights_at_5_in_both_functions: the defaults omitted in both functions.
@@ -266,6 +267,14 @@ def test_extreme_log_ratios(sub):
             assert_close(x.grad, (-w * 1.5 / 4)[None], inputs=inputs, what=f"d loss / d logp, {what}")
 
 
+def _two_fills(t, mask, fills, flip):
+    """``t`` with its padded positions holding ``fills[0]`` and ``fills[1]`` in turn (swapped
+    when ``flip``), in ``t``'s dtype."""
+    first = (torch.arange(t.numel()).reshape(t.shape) % 2 == 0) ^ flip
+    a, b = (torch.tensor(f, dtype=t.dtype) for f in fills)
+    return torch.where(mask, t, torch.where(first, a, b))
+
+
 @visible
 def test_padding_is_neutralised(sub, ctx):
     g = ctx.generator(204)
@@ -286,10 +295,12 @@ def test_padding_is_neutralised(sub, ctx):
             loss_clean = [b.cispo_loss(clean[0], clean[1], adv, mask, rollout_logp=clean[2], eps_low=0.2,
                                        eps_high=0.2, **kw) for kw in configs]
             fills = []
-            for i, fill in enumerate((math.nan, math.inf, -math.inf, 1e30)):
-                mk = mask if i % 2 == 0 else mask.to(dtype)
-                fill_t = torch.tensor(fill, dtype=dtype)
-                dirty = [torch.where(mask, t, fill_t) for t in (logp0, old0, roll0)]
+            # two calls, each with two fills alternating over the padded positions (shifted per
+            # input, so a position may hold NaN in logp and -inf in old_logp): NaN and -inf with a
+            # bool mask, inf and 1e30 with a 0/1 float mask
+            for i, fill in enumerate(((math.nan, -math.inf), (math.inf, 1e30))):
+                mk = mask if i == 0 else mask.to(dtype)
+                dirty = [_two_fills(t, mask, fill, flip=(k == 1)) for k, t in enumerate((logp0, old0, roll0))]
                 keep = [t.clone() for t in dirty]
                 w = b.cispo_weights(dirty[0], dirty[1], mk, eps_low=0.2, eps_high=0.2)
                 losses = []
@@ -304,6 +315,7 @@ def test_padding_is_neutralised(sub, ctx):
         loss_clean = [p.value for p in loss_clean]
         for fill, mk, dirty, keep, w, losses in fills:
             inputs = {"logp": dirty[0], "old_logp": dirty[1], "rollout_logp": dirty[2], "mask": mk}
+            fill = " and ".join(map(str, fill))
             assert_close(w.value, w_clean, inputs=inputs,
                          what=f"cispo_weights with padding filled with {fill} ({dtype}): 0 at padding, "
                               f"unchanged elsewhere")
