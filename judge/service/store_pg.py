@@ -23,6 +23,12 @@ WRITE_LOCK = 0x6A756467  # "judg": the advisory lock every write transaction hol
 QUEUED_CHANNEL = "judge_queued"  # NOTIFY'd (with the submission's id) when one is queued
 CHANGES_CHANNEL = "judge_changes"  # NOTIFY'd "s<id>" (its state changed) or "e<id>" (new events)
 MIGRATE_LOCK = WRITE_LOCK + 1
+# A host cut off the network inside a write transaction would keep the write lock, and every
+# host's writes waiting, until TCP gives up (hours; tests/test_netns_hosts.py): the server ends a
+# transaction of ours idle this long (its locks go with it: ours last milliseconds), and each end
+# probes a silent peer, so a connection to a vanished host fails in seconds and is made anew.
+LINK = {"options": "-c idle_in_transaction_session_timeout=5000", "keepalives": 1,
+        "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3, "tcp_user_timeout": 10000}
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
@@ -63,7 +69,7 @@ class Connection:
     """A psycopg connection that takes the store's queries as written for SQLite."""
 
     def __init__(self, url: str):
-        self.raw = psycopg.connect(url, autocommit=True, row_factory=_rows)
+        self.raw = psycopg.connect(url, autocommit=True, row_factory=_rows, **LINK)
 
     def execute(self, sql: str, params=()):
         return self.raw.execute(translate(sql), params or None)
@@ -135,7 +141,7 @@ class PostgresBackend:
         channel = {"queued": QUEUED_CHANNEL, "changes": CHANGES_CHANNEL}[channel]
         while not stop.is_set():
             try:
-                with psycopg.connect(self.url, autocommit=True) as conn:
+                with psycopg.connect(self.url, autocommit=True, **LINK) as conn:
                     conn.execute(f"LISTEN {channel}")
                     while not stop.is_set():
                         for n in conn.notifies(timeout=1.0):
