@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from judge.testing import Feedback, assert_close, check_tensor, expect_raises, tolerance
+from judge.testing import SMALL_CHECK, Feedback, all_close, assert_close, check_tensor, expect_raises, tolerance
 
 F64 = torch.float64
 
@@ -108,3 +108,38 @@ def test_check_connected_zero_refuses_each_way_a_zero_loss_goes_wrong():
     wrong_dtype, x = case(lambda x: torch.where(torch.tensor([False, False]), x, 0.0).sum().float())
     with pytest.raises(Feedback):
         check_connected_zero(wrong_dtype, what="loss", dtype=torch.float64, leaves={"logp": x}, why="w")
+
+
+SPECIAL = [0.0, -0.0, 1.0, -1.0, 1e-12, 3e-13, 1e308, -1e308, math.inf, -math.inf, math.nan, 5e-324]
+
+
+@pytest.mark.parametrize("n", [1, 3, SMALL_CHECK, SMALL_CHECK + 1, 100, 600])  # both of all_close's paths
+@pytest.mark.parametrize("equal_nan", [False, True])
+def test_all_close_decides_exactly_as_torch_allclose(n, equal_nan):
+    # values near the tolerance boundary, infinities, NaN, overflowing differences, in every pairing
+    g = torch.Generator().manual_seed(n)
+    for trial in range(60):
+        e = torch.randn(n, generator=g, dtype=torch.float64) * 10 ** float(torch.randint(-13, 4, (), generator=g))
+        rtol, atol = [(1e-9, 1e-12), (2e-5, 1e-6), (0.0, 0.0), (1e-3, 0.0), (0.0, 1e-8)][trial % 5]
+        step = (atol + rtol * e.abs()) * (1 + (torch.rand(n, generator=g, dtype=torch.float64) - 0.5) * 1e-6)
+        a = e + step * torch.randint(-1, 2, (n,), generator=g).double()  # on, just inside or outside the bound
+        for i in torch.randint(0, n, (int(torch.randint(0, 3, (), generator=g)),), generator=g).tolist():
+            a[i] = SPECIAL[int(torch.randint(0, len(SPECIAL), (), generator=g))]
+            if bool(torch.rand((), generator=g) < 0.5):
+                e[i] = SPECIAL[int(torch.randint(0, len(SPECIAL), (), generator=g))]
+        want = torch.allclose(a, e, rtol=rtol, atol=atol, equal_nan=equal_nan)
+        assert all_close(a, e, rtol=rtol, atol=atol, equal_nan=equal_nan) == want, (a, e, rtol, atol)
+        # and on a transposed (non-contiguous) view, as assert_close may pass one
+        a2, e2 = a.repeat(2, 1).t(), e.repeat(2, 1).t()
+        assert all_close(a2, e2, rtol=rtol, atol=atol, equal_nan=equal_nan) == want
+
+
+def test_all_close_pairs_every_special_value_as_torch_does():
+    vals = torch.tensor(SPECIAL, dtype=torch.float64)
+    for x in vals:
+        for y in vals:
+            for equal_nan in (False, True):
+                for n in (1, SMALL_CHECK + 1):  # the float path and the numpy path
+                    a, e = x.repeat(n), y.repeat(n)
+                    assert all_close(a, e, rtol=1e-9, atol=1e-12, equal_nan=equal_nan) == \
+                        torch.allclose(a, e, rtol=1e-9, atol=1e-12, equal_nan=equal_nan), (float(x), float(y))
