@@ -12,6 +12,7 @@ import time
 import pytest
 
 from judge.errors import BlobExists, BlobTooLarge
+from judge.exercise import REPO_ROOT
 from judge.models import Artifact, Verdict
 from judge.service.blobs import (Kept, LocalBlobs, artifacts_owner, artifacts_scratch, blob_store,
                                  keep_artifacts, previews_owner)
@@ -303,3 +304,41 @@ def test_previews_are_built_once_by_whichever_builder_is_first(blobs, tmp_path, 
     monkeypatch.setattr("judge.service.catalog.preview_digest", lambda ex: "f" * 16)  # the exercise changed
     assert build_previews(cfg, blobs, ex) and len(graded) == 2
     assert blobs.exists(previews_of(ex)) and not blobs.exists(first) and not blobs.exists(older)
+
+
+REF = (REPO_ROOT / "reference/glm5_mis/solution.py").read_text()
+
+
+@pytest.fixture
+def graded_by_worker(database_url, tmp_path, sandbox):
+    """A real worker (the session's warm sandbox) on each backend, and its config."""
+    from judge.service.config import Config
+    from judge.service.worker import Worker
+
+    cfg = Config(database_url=database_url, workers=1, data_dir=tmp_path / "data", exercises=("glm5_mis",))
+    w = Worker(cfg, "wtest", 0, 1)
+    w.preload()
+    w.sandbox = sandbox
+    yield w
+    w.sandbox = None
+    w.heartbeat.stop()
+
+
+def test_a_worker_keeps_a_grading_s_artifacts_in_its_backend_and_a_stale_one_keeps_none(graded_by_worker):
+    w = graded_by_worker
+    ok = w.store.add("a", "glm5_mis", "run", REF, queue_max=10)
+    w.run(w.store.claim("wtest"))
+    v = Verdict.model_validate_json(w.store.get(ok, None)["verdict"])
+    kept = dict(w.blobs.list(artifacts_owner(ok)))
+    assert {"metrics.json", "bandit.vl.json"} <= set(kept) and {a.name: a.size for a in v.artifacts} == kept
+    assert (w.cfg.data_dir / "artifacts" / ok).is_dir() == (w.blobs.name == "files")  # PostgreSQL: no disk
+
+    stale = w.store.add("a", "glm5_mis", "run", REF, queue_max=10)
+    job = w.store.claim("wtest")
+    # taken back meanwhile (no heartbeat) and claimed by another host: our verdict is refused
+    w.store.execute("UPDATE submissions SET worker = 'w-other', attempts = 2 WHERE id = ?", (stale,))
+    w.run(job)
+    row = w.store.get(stale, None)
+    assert row["status"] == "running" and row["verdict"] is None
+    assert w.blobs.list(artifacts_owner(stale)) is None  # nothing kept to clash with the other's
+    assert not list((w.cfg.data_dir / "artifacts" / ".scratch").iterdir())  # its scratch went
