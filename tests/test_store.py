@@ -400,3 +400,38 @@ def test_a_claim_of_one_mode_takes_only_that_mode_by_fair_share(store):
     assert store.claim("w4", mode="run") is None and not store.has_queued("run")
     assert store.has_queued("submit")
     assert store.claim("w5", mode="submit").id == sub_b  # b has none running now, a has two
+
+
+def test_a_write_transaction_left_idle_gives_up_the_write_lock(postgres):
+    """A host cut off the network inside a write transaction (tests/test_netns_hosts.py's link
+    cut) must not keep every other host's writes waiting until TCP gives up: the server ends a
+    transaction of ours left idle (store_pg.LINK), its write lock with it, and the silent
+    client's next statement fails (its store then connects anew)."""
+    import psycopg
+
+    url = postgres.fresh_database()
+    silent, other = Store(url), Store(url)
+    inside, release, failed = threading.Event(), threading.Event(), []
+
+    def hold() -> None:
+        try:
+            with silent.backend.write() as db:
+                inside.set()
+                release.wait(120)  # what a cut-off host does inside its transaction: nothing
+                db.execute("SELECT 1")
+        except psycopg.Error as e:
+            failed.append(e)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert inside.wait(30)
+    writer = threading.Thread(target=add, args=(other,), daemon=True)
+    writer.start()
+    writer.join(90)
+    try:
+        assert not writer.is_alive(), "a write waited on an idle transaction's lock"
+    finally:
+        release.set()
+        holder.join(30)
+    assert failed and "idle" in str(failed[0]).lower(), failed
+    assert silent.status(add(silent)) == "queued"  # the silent host's store works again
