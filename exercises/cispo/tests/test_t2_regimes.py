@@ -8,8 +8,9 @@ Which test covers which class of mistake:
   0/0 in the IS and the TIS weight.
 - test_mixed_dtypes_and_mask_encodings: float64 advantages and bool / float32 / float64 / int64
   masks with float32 log-probs, every anchor/TIS configuration: the loss stays in logp's dtype.
-- test_empty_masks_with_nan_padding: all-empty masks in every encoding, NaN / inf padding, and an
-  empty batch (B = 0), every configuration: a graph-connected 0, zero gradients, never NaN.
+- test_empty_masks_with_nan_padding: all-empty masks in every encoding, NaN / inf padding, every
+  configuration, and an empty batch (B = 0: each encoding, each configuration, both dtypes): a
+  graph-connected 0, zero gradients, never NaN; the weights all 0.
 - test_validation_with_empty_masks: every ValueError rule (anchor, rollout_logp, TIS, eps in both
   functions, shapes) with an all-empty mask, and B = 1 with a 0-d advantage.
 - test_large_batch_matches_reference: one batch with B * L >= 16384 (its sides drawn per seed)
@@ -163,7 +164,9 @@ def test_empty_masks_with_nan_padding(sub):
                 full = torch.full((B, 4), fill, dtype=dtype)
                 mask = shared.as_mask(torch.zeros(B, 4, dtype=torch.bool), kind)
                 adv = torch.ones(B, dtype=dtype)
-                for kw in CONFIGS:
+                for c, kw in enumerate(CONFIGS):
+                    if B == 0 and c != i % len(CONFIGS):  # B = 0: one configuration per encoding, all of them
+                        continue
                     x = leaf(full)
                     calls.append((dtype, kind, B, fill, kw, x,
                                   b.cispo_loss(x, full.clone(), adv, mask, rollout_logp=full.clone(), **kw)))

@@ -9,6 +9,8 @@ import math
 
 import torch
 
+from judge import cases as shared
+
 D = torch.float64
 GARBAGE = (float("nan"), float("inf"), -float("inf"), 1e30, -1e30)
 
@@ -103,6 +105,20 @@ def loss_case(g, B, L, V, k, dtype, i, pad=True):
     tensors = dict(logp=logp.to(dtype), rollout_logp=rollout.to(dtype), train_head_logp=th.to(dtype),
                    sampler_head_logp=sh.to(dtype), advantages=adv.to(dtype), mask=mask)
     return tensors, dict(mode=mode, low=low, high=high)
+
+
+def drawn_loss_sizes(g, fixed):
+    """``fixed`` sizes (B, L, V, k, dtype) then six drawn per seed (judge.cases.shapes: the corners
+    1 x 1, 1 x L, B x 1 and three sizes with sides up to 8; V in 2..9, k in 1..V, the dtypes in
+    turn), each as (B, L, V, k, dtype, mask encoding): None keeps ``loss_case``'s own (bool, or
+    0/1 float for every fourth case), the drawn ones take the encodings of judge.cases.MASK_KINDS
+    in turn."""
+    out = [(*size, None) for size in fixed]
+    for i, (B, L) in enumerate(shared.shapes(g, max_side=8, large=False)):
+        V = int(torch.randint(2, 10, (), generator=g))
+        k = int(torch.randint(1, V + 1, (), generator=g))
+        out.append((B, L, V, k, shared.DTYPES[i % 2], shared.MASK_KINDS[i % len(shared.MASK_KINDS)]))
+    return out
 
 
 # leading shape and (V, k, dtype) for sc_correction

@@ -1,7 +1,7 @@
 """T1: sc_correction and sc_policy_loss against the scalar-loop oracle on fresh random inputs.
-(k = 1 ... V, every mode with random bounds, NaN/inf/1e30 padding, an empty response. Shapes
-drawn per seed, the >= 16k-token batch against the reference, every mask encoding:
-test_t2_regimes.py.)
+(k = 1 ... V, every mode with random bounds, NaN/inf/1e30 padding, an empty response; in
+test_loss_random also (B, L) drawn per seed, the corners 1 x 1, 1 x L, B x 1, and every mask
+encoding. The >= 16k-token batch against the reference: test_t2_regimes.py.)
 
 Values and gradients: the gradient of the correction w.r.t. train_head_logp must equal the
 detached head coefficients sg(q w - alpha' p); the loss gradients are -m A w_a / N (logp) and
@@ -10,6 +10,7 @@ m A coef / N (train_head_logp). Padding holds NaN / inf / 1e30.
 
 import torch
 
+from judge import cases as shared
 from judge.testing import assert_close, batch, leaf, sibling, visible
 
 cases = sibling(__file__, "_cases")
@@ -47,26 +48,40 @@ def _check_correction(sub, oracle, ctx, salt, sizes):
                      inputs={**inputs, "r (upstream gradient)": r}, **_f32_tol(dtype))
 
 
-def _check_loss(sub, oracle, ctx, salt, sizes):
+def _check_loss(sub, oracle, ctx, salt, sizes=None):
+    """Loss cases of ``sizes`` (B, L, V, k, dtype), or (None) the fixed ones of test_loss_random
+    and six drawn per seed with every mask encoding (``cases.drawn_loss_sizes``)."""
     g = ctx.generator(salt)
+    sizes = [(*size, None) for size in sizes] if sizes is not None else cases.drawn_loss_sizes(g, RANDOM_FIXED)
     runs = []
     with batch(sub) as b:
-        for i, (B, L, V, k, dtype) in enumerate(sizes):
+        for i, (B, L, V, k, dtype, kind) in enumerate(sizes):
             t, kw = cases.loss_case(g, B, L, V, k, dtype, i)
+            if kind is not None:
+                t["mask"] = shared.as_mask(t["mask"] != 0, kind)
             logp, head = leaf(t["logp"]), leaf(t["train_head_logp"])
-            runs.append((t, kw, logp, head, b.sc_policy_loss(**{**t, "logp": logp, "train_head_logp": head}, **kw)))
-    for t, kw, logp, head, pending in runs:
+            runs.append((kind, t, kw, logp, head,
+                         b.sc_policy_loss(**{**t, "logp": logp, "train_head_logp": head}, **kw)))
+    for kind, t, kw, logp, head, pending in runs:
         loss = pending.value
         inputs = {**t, **kw}
-        assert_close(loss, oracle.sc_policy_loss(**t, **kw), what=f"sc_policy_loss (mode={kw['mode']!r})",
-                     inputs=inputs)
+        # drawn sizes: float32 heads of any V and k (see _f32_tol)
+        tol = _f32_tol(t["logp"].dtype) if kind is not None else {}
+        where = f"[{', '.join(map(str, t['train_head_logp'].shape))}] {t['logp'].dtype}, {t['mask'].dtype} mask"
+        assert_close(loss, oracle.sc_policy_loss(**t, **kw), what=f"sc_policy_loss (mode={kw['mode']!r}; {where})",
+                     inputs=inputs, **tol)
         loss.backward()
         g_logp, g_head = oracle.sc_policy_loss_grads(**t, **kw)
-        assert_close(logp.grad, g_logp, what=f"d loss / d logp (= -m A w_a / N; mode={kw['mode']!r})",
-                     inputs=inputs)
+        assert_close(logp.grad, g_logp, what=f"d loss / d logp (= -m A w_a / N; mode={kw['mode']!r}; {where})",
+                     inputs=inputs, **tol)
         assert_close(head.grad, g_head,
-                     what=f"d loss / d train_head_logp (= m A sg(q w - alpha' p) / N; mode={kw['mode']!r})",
-                     inputs=inputs)
+                     what=f"d loss / d train_head_logp (= m A sg(q w - alpha' p) / N; mode={kw['mode']!r}; {where})",
+                     inputs=inputs, **tol)
+
+
+# test_loss_random's fixed sizes: a one-token head (k = 1), a whole-vocabulary head (k = V), a
+# square float32 batch and the largest vocabulary; the drawn sizes follow
+RANDOM_FIXED = [cases.LOSS_SIZES[i] for i in (1, 3, 5, 7)]  # (2, 3, 5, 1), (3, 2, 5, 5), (4, 4, 10, 5), (8, 6, 16, 8)
 
 
 @visible
@@ -84,4 +99,4 @@ def test_loss_small_cases(sub, oracle, ctx):
 
 
 def test_loss_random(sub, oracle, ctx):
-    _check_loss(sub, oracle, ctx, 104, cases.LOSS_SIZES)
+    _check_loss(sub, oracle, ctx, 104)

@@ -10,7 +10,8 @@ Which test covers which class (more in test_t2_regimes.py):
   (neighbouring floats and log-space comparisons: test_t2_regimes).
 - test_correction_is_not_reweighted / test_on_policy_correction_vanishes: where the correction goes.
 - test_frozen_inputs_get_no_gradient / test_padding_is_neutralised / test_inputs_not_mutated:
-  stop-gradients, NaN/inf/1e30 padding in every input, no in-place writes.
+  stop-gradients, NaN/inf/1e30 padding in every input (two fills a call, mixed across entries
+  and inputs), no in-place writes.
 - test_default_bounds: the defaults omitted in both functions.
 """
 
@@ -152,42 +153,55 @@ BOUNDS = {"none": (0.0, 2.0), "tis": (0.7, 1.3), "mis": (0.6, 1.5)}
 
 @visible
 def test_gradient_identity_full_vocabulary_centering(sub, ctx):
-    """-grad l = A (w_a s_a - mu_w) with mu_w the full-vocabulary weighted mean score under q_hat."""
+    """-grad l = A (w_a s_a - mu_w) with mu_w the full-vocabulary weighted mean score under q_hat.
+
+    Per mode, three prefixes (each its own p, q and head; the first samples a head token, the
+    others a ~ q) in one call of each function: sc_correction on heads [3, k] and sc_policy_loss
+    on 3 one-token responses, whose token-mean makes each prefix's gradient a third of its own."""
     g = ctx.generator(201)
-    V, k = 7, 3
+    V, k, n = 7, 3, 3
     runs = []
-    with batch(sub) as b:  # the cases drawn in the same order as one at a time, then checked in order
-        for trial in range(3):
-            for mode, (low, high) in BOUNDS.items():
+    with batch(sub) as b:
+        for mode, (low, high) in BOUNDS.items():
+            drawn = []
+            for trial in range(n):
                 log_p, log_q = cases.distributions(g, (), V, spread=1.0, mismatch=0.8)
-                z0 = log_p  # logits whose softmax is p
                 ids = cases.head_ids(g, log_q, k)
                 q = log_q.exp()
-                correction = _queue_correction(b, z0, log_q, ids, mode=mode, low=low, high=high)
-                # one token, one response: -grad l = A (w_a s_a - mu_w)
                 a = int(torch.multinomial(q, 1, generator=g)) if trial else int(ids[0])
                 A = float(torch.randn((), generator=g, dtype=D))
-                z = leaf(z0)
-                lp = torch.log_softmax(z, -1)
-                loss = b.sc_policy_loss(lp[a].reshape(1, 1), log_q[a].reshape(1, 1), lp[ids].reshape(1, 1, k),
-                                        log_q[ids].reshape(1, 1, k), torch.tensor([A], dtype=D),
-                                        torch.ones(1, 1, dtype=torch.bool), mode=mode, low=low, high=high)
-                runs.append((mode, low, high, z0, ids, q, a, A, correction, z, loss))
-    for mode, low, high, z0, ids, q, a, A, correction, z, pending in runs:
-        mu = _full_centering(z0, q, ids, mode, low, high)
-        inputs = dict(logits=z0, q=q, head=ids, mode=mode, low=low, high=high)
-        _, gz = _correction_grad(correction)
-        assert_close(gz, mu, what=f"d c / d logits vs the full-vocabulary centring mu_w under q_hat (mode={mode!r})",
-                     inputs=inputs)
-        loss = pending.value
-        loss.backward()
-        p = torch.softmax(z0, -1)
-        w_a = _f((p[a] / q[a]).reshape(1), mode, low, high)[0]
-        s_a = -p.clone()
-        s_a[a] += 1
-        assert_close(-z.grad, A * (w_a * s_a - mu),
-                     what=f"-d loss / d logits vs A (w_a s_a - mu_w) (mode={mode!r}, token a={a}, A={A:.4g})",
-                     inputs=inputs)
+                drawn.append((log_p, log_q, ids, a, A))
+            z0 = torch.stack([d[0] for d in drawn])                 # [n, V]: logits whose softmax is p
+            log_q = torch.stack([d[1] for d in drawn])
+            ids = torch.stack([d[2] for d in drawn])                # [n, k]
+            a = torch.tensor([[d[3]] for d in drawn])               # [n, 1]
+            A = torch.tensor([d[4] for d in drawn], dtype=D)        # [n]
+            zc = leaf(z0)
+            correction = b.sc_correction(torch.log_softmax(zc, -1).gather(-1, ids), log_q.gather(-1, ids),
+                                         mode=mode, low=low, high=high)
+            z = leaf(z0)
+            lp = torch.log_softmax(z, -1)
+            loss = b.sc_policy_loss(lp.gather(-1, a), log_q.gather(-1, a), lp.gather(-1, ids).unsqueeze(1),
+                                    log_q.gather(-1, ids).unsqueeze(1), A, torch.ones(n, 1, dtype=torch.bool),
+                                    mode=mode, low=low, high=high)
+            runs.append((mode, low, high, z0, log_q, ids, a, A, zc, correction, z, loss))
+    for mode, low, high, z0, log_q, ids, a, A, zc, correction, z, loss in runs:
+        correction.value.sum().backward()                           # row r's gradient reaches z0[r] only
+        loss.value.backward()
+        for r in range(n):
+            q = log_q[r].exp()
+            mu = _full_centering(z0[r], q, ids[r], mode, low, high)
+            inputs = dict(logits=z0[r], q=q, head=ids[r], mode=mode, low=low, high=high)
+            assert_close(zc.grad[r], mu, inputs=inputs,
+                         what=f"d c / d logits vs the full-vocabulary centring mu_w under q_hat (mode={mode!r})")
+            p = torch.softmax(z0[r], -1)
+            t = int(a[r])
+            w_a = _f((p[t] / q[t]).reshape(1), mode, low, high)[0]
+            s_a = -p.clone()
+            s_a[t] += 1
+            assert_close(-n * z.grad[r], float(A[r]) * (w_a * s_a - mu), inputs=inputs,
+                         what=f"-d loss / d logits vs A (w_a s_a - mu_w) (mode={mode!r}, token a={t}, "
+                              f"A={float(A[r]):.4g}; one of {n} one-token responses, so n * the gradient)")
 
 
 @visible
@@ -354,6 +368,14 @@ def test_frozen_inputs_get_no_gradient(sub, ctx):
         assert_no_grad(sh, what=f"sampler_head_logp (sc_correction, mode={mode!r})")
 
 
+def _two_fills(x, mask, fills, flip):
+    """``x`` [B, L] or [B, L, k] with its padded entries (``mask`` [B, L] False) holding ``fills[0]``
+    and ``fills[1]`` in turn (swapped when ``flip``)."""
+    pad = ~mask if x.dim() == 2 else (~mask).unsqueeze(-1).expand_as(x)
+    first = (torch.arange(x.numel()).reshape(x.shape) % 2 == 0) ^ flip
+    return x.masked_fill(pad & first, fills[0]).masked_fill(pad & ~first, fills[1])
+
+
 @visible
 def test_padding_is_neutralised(sub, ctx):
     """Masked positions may hold NaN / inf / 1e30 anywhere, heads included: the loss and the
@@ -362,7 +384,9 @@ def test_padding_is_neutralised(sub, ctx):
     clean, _ = cases.loss_case(g, 3, 4, 6, 3, D, 2, pad=False)
     mask = torch.tensor([[1, 1, 0, 0], [1, 0, 1, 0], [0, 0, 0, 0]], dtype=torch.bool)
     clean["mask"] = mask
-    fills = (None, float("nan"), float("inf"), -float("inf"), 1e30)
+    # the clean batch, then two with two fills each, alternating over the padded entries and
+    # shifted from one input to the next (a position may hold NaN in logp and -inf in its heads)
+    fills = (None, (float("nan"), -float("inf")), (float("inf"), 1e30))
     runs = {mode: [] for mode in BOUNDS}
     with batch(sub) as b:
         for mode, (low, high) in BOUNDS.items():
@@ -370,10 +394,8 @@ def test_padding_is_neutralised(sub, ctx):
             for fill in fills:
                 padded = dict(clean)
                 if fill is not None:
-                    for n in ("logp", "rollout_logp"):
-                        padded[n] = clean[n].masked_fill(~mask, fill)
-                    for n in ("train_head_logp", "sampler_head_logp"):
-                        padded[n] = clean[n].masked_fill(~mask.unsqueeze(-1), fill)
+                    for k, n in enumerate(("logp", "rollout_logp", "train_head_logp", "sampler_head_logp")):
+                        padded[n] = _two_fills(clean[n], mask, fill, flip=k % 2 == 1)
                 logp, head = leaf(padded["logp"]), leaf(padded["train_head_logp"])
                 pending = b.sc_policy_loss(**{**padded, "logp": logp, "train_head_logp": head}, **kw)
                 runs[mode].append((fill, logp, head, pending))
@@ -386,15 +408,16 @@ def test_padding_is_neutralised(sub, ctx):
             if reference is None:
                 reference = (loss.detach(), logp.grad, head.grad)
                 continue
-            inputs = dict(mask=mask, padding=fill, **kw)
-            assert_close(loss, reference[0], what=f"loss with padding = {fill} (vs the same batch with "
+            shown = " and ".join(map(str, fill))
+            inputs = dict(mask=mask, padding=shown, **kw)
+            assert_close(loss, reference[0], what=f"loss with padding = {shown} (vs the same batch with "
                          f"finite padding)", inputs=inputs)
             for i, n, x in ((1, "logp", logp), (2, "train_head_logp", head)):
                 pad = ~mask if i == 1 else (~mask).unsqueeze(-1).expand_as(x)
                 if not bool(torch.isfinite(x.grad).all()) or bool((x.grad[pad] != 0).any()):
-                    raise Feedback(f"{n}.grad must be finite and exactly 0 at padded positions (padding = {fill}, "
+                    raise Feedback(f"{n}.grad must be finite and exactly 0 at padded positions (padding = {shown}, "
                                    f"mode={mode!r}), got {describe(x.grad)}")
-                assert_close(x.grad, reference[i], what=f"{n}.grad with padding = {fill}", inputs=inputs)
+                assert_close(x.grad, reference[i], what=f"{n}.grad with padding = {shown}", inputs=inputs)
 
 
 def test_default_bounds(sub, oracle, ctx):
