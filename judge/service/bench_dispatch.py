@@ -1,9 +1,13 @@
 """Dispatch latency on each backend: what the store adds to a submission, SQLite vs PostgreSQL.
 
 ``python -m judge.service.bench_dispatch [N]`` (``make bench`` runs it): for N submissions from
-two clients, the milliseconds of ``Store.add`` (the API's commit), of ``Store.claim`` (a worker's
-fair-share pick), and from a submission's commit to its claim by an idle worker that waits for it
-(on PostgreSQL woken by LISTEN/NOTIFY, on SQLite by the pool's wake-up, both in-process here).
+two clients, the milliseconds of ``Store.add`` (the API's commit; on PostgreSQL with its
+Procrastinate job deferred in the same transaction), of ``Store.claim`` (a worker's fair-share
+pick), and from a submission's commit to its claim by an idle worker: on PostgreSQL through the
+real dispatch (``judge.service.worker_host.DispatchHost``: a Procrastinate worker woken by its
+LISTEN/NOTIFY fetches the ticket and runs it as a coroutine that asks a worker slot to claim;
+the slot here claims in a thread of this process instead of a worker process's pipe), on SQLite
+an idle worker woken by the pool's wake-up, in-process.
 PostgreSQL is a throwaway local cluster (``judge.service.pg_local``, fsync off: it measures the
 judge's statements, not the disk); SQLite runs with the API's synchronous=FULL.
 """
@@ -28,7 +32,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 def measure(url: str, n: int) -> dict:
     api, worker = Store(url, synchronous="FULL"), Store(url, synchronous="NORMAL")
-    add_ms, claim_ms, handoff_ms = [], [], []
+    add_ms, claim_ms = [], []
     for i in range(n):  # add, then claim, one at a time
         t0 = time.perf_counter()
         sid = api.add(("a", "b")[i % 2], "glm5_mis", "submit", "x = 1", queue_max=10**9)
@@ -39,7 +43,17 @@ def measure(url: str, n: int) -> dict:
         add_ms.append((t1 - t0) * 1e3)
         claim_ms.append((t2 - t1) * 1e3)
         assert job.id == sid
-    # commit → claimed by an idle worker that is woken by the notification
+    # each: (from the commit, from before Store.add: the submission's whole way to a worker)
+    pairs = _through_procrastinate(url, api, worker, n) if api.backend.name == "postgresql" \
+        else _through_the_pool_wakeup(api, worker, n)
+    return {name: {"p50": round(statistics.median(xs), 3), "p95": round(_pct(xs, 0.95), 3)}
+            for name, xs in (("add_ms", add_ms), ("claim_ms", claim_ms),
+                             ("commit_to_claim_ms", [a for a, _ in pairs]),
+                             ("add_to_claim_ms", [b for _, b in pairs]))}
+
+
+def _through_the_pool_wakeup(api: Store, worker: Store, n: int) -> list[tuple[float, float]]:
+    """SQLite: commit → claimed by an idle worker that the API wakes (``WorkerPool.notify``)."""
     woken, stop = threading.Event(), threading.Event()
     claimed: dict[str, float] = {}
 
@@ -51,25 +65,70 @@ def measure(url: str, n: int) -> dict:
                 claimed[job.id] = time.perf_counter()
                 worker.finish(job.id, "{}", "accepted", worker="w")
 
-    listener = threading.Thread(target=Store(url).listen, args=(lambda _sid: woken.set(), stop), daemon=True)
-    listener.start()
     t = threading.Thread(target=idle_worker, daemon=True)
     t.start()
     time.sleep(0.5)
+    out = []
     for i in range(n):
-        sent = time.perf_counter()
+        before = time.perf_counter()
         sid = api.add(("a", "b")[i % 2], "glm5_mis", "submit", "x = 1", queue_max=10**9)
-        if api.backend.name == "sqlite":
-            woken.set()  # one host: the API wakes its pool directly (WorkerPool.notify)
+        sent = time.perf_counter()  # committed
+        woken.set()
         while sid not in claimed:
             time.sleep(0.0002)
-        handoff_ms.append((claimed[sid] - sent) * 1e3)
+        out.append(((claimed[sid] - sent) * 1e3, (claimed[sid] - before) * 1e3))
     stop.set()
     woken.set()
     t.join(2)
-    listener.join(3)
-    return {name: {"p50": round(statistics.median(xs), 3), "p95": round(_pct(xs, 0.95), 3)}
-            for name, xs in (("add_ms", add_ms), ("claim_ms", claim_ms), ("commit_to_claim_ms", handoff_ms))}
+    return out
+
+
+class _ClaimingSlots:
+    """Stands for a dispatched ``WorkerPool``: a slot's "worker" claims the ticket's mode and
+    finishes at once (this measures dispatch, not grading)."""
+
+    dispatched = True
+
+    def __init__(self, url: str):
+        self.url = url
+        self.claimed: dict[str, float] = {}
+        self._local = threading.local()
+
+    def ask(self, index: int, mode: str):
+        store = getattr(self._local, "store", None) or Store(self.url)
+        self._local.store = store
+        job = store.claim(f"w{index}", mode=mode, look_first=False)  # as Worker.take
+        if job is None:
+            return "empty", None
+        self.claimed[job.id] = time.perf_counter()
+        store.finish(job.id, "{}", "accepted", worker=f"w{index}")
+        return "graded", job.id
+
+    def stop(self) -> None:
+        pass
+
+
+def _through_procrastinate(url: str, api: Store, worker: Store, n: int) -> list[tuple[float, float]]:
+    """PostgreSQL: commit → claimed through a Procrastinate ticket (``DispatchHost``)."""
+    from judge.service.config import Config
+    from judge.service.worker_host import DispatchHost
+
+    api.execute("DELETE FROM procrastinate_jobs")  # the tickets of the add/claim loop above
+    slots = _ClaimingSlots(url)
+    host = DispatchHost(Config(database_url=url, workers=2), api, slots).start()
+    time.sleep(1.0)  # the Procrastinate workers are listening
+    out = []
+    try:
+        for i in range(n):
+            before = time.perf_counter()
+            sid = api.add(("a", "b")[i % 2], "glm5_mis", "submit", "x = 1", queue_max=10**9)
+            sent = time.perf_counter()  # committed
+            while sid not in slots.claimed:
+                time.sleep(0.0002)
+            out.append(((slots.claimed[sid] - sent) * 1e3, (slots.claimed[sid] - before) * 1e3))
+    finally:
+        host.stop()
+    return out
 
 
 def main(n: int = 200) -> dict:

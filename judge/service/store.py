@@ -233,7 +233,8 @@ class Store:
         return self.db.execute("SELECT 1 FROM submissions WHERE status = 'queued' AND mode = ? LIMIT 1",
                                (mode,)).fetchone() is not None
 
-    def claim(self, worker: str, share: int | None = None, mode: str | None = None) -> ClaimedSubmission | None:
+    def claim(self, worker: str, share: int | None = None, mode: str | None = None, *,
+              look_first: bool = True) -> ClaimedSubmission | None:
         """Atomically take the next queued submission, by fair share, and mark it running.
 
         Fair share: among the clients with a submission queued, the one with the fewest running
@@ -244,8 +245,10 @@ class Store:
         or served in the last ``ACTIVE_S`` seconds), so that with ``share`` = workers - 1 a
         worker stays free for the others' next submission instead of taking more of a backlog
         (None: no cap; a lone client always has every worker). ``mode``: only a submission of
-        that mode ("run" or "submit": what a Procrastinate ticket of that queue claims)."""
-        if not self.has_queued(mode):  # a cheap read first: idle workers never take the write lock
+        that mode ("run" or "submit": what a Procrastinate ticket of that queue claims).
+        ``look_first``: a cheap read before the write lock, so idle pollers never take it (a
+        ticket, which nearly always finds its submission queued, goes straight to the claim)."""
+        if look_first and not self.has_queued(mode):
             return None
         now = time.time()
         with self.write() as db:

@@ -142,7 +142,7 @@ class Worker:
         """One dispatch ticket of ``mode``: claim the fair-share next submission of that mode and
         grade it. ("graded", id); ("empty", None): none of that mode is queued; ("wait", None):
         some are, but the fair share passes their clients over for now (``Store.claim``)."""
-        job = self.store.claim(self.name, share=self.share, mode=mode)
+        job = self.store.claim(self.name, share=self.share, mode=mode, look_first=False)
         if job is None:
             return ("wait", None) if self.store.has_queued(mode) else ("empty", None)
         self.grade_claimed(job, idle, busy)

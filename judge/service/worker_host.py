@@ -41,6 +41,17 @@ PRUNE_WORKERS_S = 3600.0  # Procrastinate worker rows silent this long are delet
 FETCH_POLL_S = 1.0  # Procrastinate's fallback poll of the queue (LISTEN/NOTIFY wakes it first)
 
 
+def _unchecked_pool(**kwargs):
+    """Procrastinate's connection pool without its check of every connection it lends (one round
+    trip more on each fetch, which is on every submission's path): a connection that broke is
+    found broken at its next query instead, the pool drops it, and the Procrastinate worker
+    that met it is started again (``DispatchHost._supervise``)."""
+    from psycopg_pool import AsyncConnectionPool
+
+    kwargs.pop("check", None)
+    return AsyncConnectionPool(**kwargs)
+
+
 class DispatchHost:
     """Procrastinate workers in a thread of their own (an asyncio loop), feeding ``pool``."""
 
@@ -93,7 +104,7 @@ class DispatchHost:
         import procrastinate
 
         app = procrastinate.App(connector=procrastinate.PsycopgConnector(
-            conninfo=self.cfg.database_url, min_size=1, max_size=4))
+            conninfo=self.cfg.database_url, min_size=2, max_size=4, pool_factory=_unchecked_pool))
 
         @app.task(name=TASK)
         async def grade(mode: str, submission: str | None = None) -> str:
