@@ -342,3 +342,34 @@ def test_a_worker_keeps_a_grading_s_artifacts_in_its_backend_and_a_stale_one_kee
     assert row["status"] == "running" and row["verdict"] is None
     assert w.blobs.list(artifacts_owner(stale)) is None  # nothing kept to clash with the other's
     assert not list((w.cfg.data_dir / "artifacts" / ".scratch").iterdir())  # its scratch went
+
+
+def test_artifacts_kept_as_files_are_imported_once(blobs, tmp_path, capsys, database_url):
+    """judge.service.blobs_import: a data dir's artifacts (an older judge's, a grading host's)
+    copied into the store's blob store with the worker's checks; a second run copies nothing."""
+    from judge.service.blobs_import import import_artifacts, main
+
+    src = tmp_path / "old-host"
+    one, two = src / "artifacts" / SID, src / "artifacts" / OTHER
+    one.mkdir(parents=True)
+    two.mkdir()
+    (one / "metrics.json").write_bytes(b'{"a": 1}')
+    (two / "bandit.vl.json").write_bytes(b"{}")
+    (two / "planted.json").symlink_to(tmp_path / "judge.db")
+    (src / "artifacts" / "not-a-submission").mkdir()
+    (src / "artifacts" / ".scratch" / f"{SID}-1").mkdir(parents=True)
+    done = import_artifacts(blobs, src)
+    assert (done.copied, done.present) == (2, 0) and any("planted.json" in p for p in done.problems)
+    assert blobs.list(A) == [("metrics.json", 8)] and blobs.read(A, "metrics.json") == b'{"a": 1}'
+    assert blobs.list(artifacts_owner(OTHER)) == [("bandit.vl.json", 2)]
+    again = import_artifacts(blobs, src)
+    assert (again.copied, again.present) == (0, 2)
+    assert main(["sqlite:///x.db", str(src)]) == 2 and "postgresql" in capsys.readouterr().err
+    if blobs.name == "postgresql":  # the command, by hand: a second host's data dir, then both again
+        host2 = tmp_path / "host2" / "artifacts" / "00000000000000000000beef"
+        host2.mkdir(parents=True)
+        (host2 / "metrics.json").write_bytes(b"{}")
+        assert main([database_url, str(tmp_path / "host2"), str(src)]) == 0
+        assert capsys.readouterr().out.splitlines() == [f"{tmp_path / 'host2'}: 1 copied, 0 kept already",
+                                                       f"{src}: 0 copied, 2 kept already"]
+        assert blobs.read(artifacts_owner("00000000000000000000beef"), "metrics.json") == b"{}"
