@@ -60,18 +60,14 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
         sampled.append((u_q, torch.topk(u_q, K, dim=-1).indices))  # idx_q: recorded by the sampler
     idx_grad = torch.topk(u + SIGMAS[-1] * eps, K, dim=-1).indices
     u_leaf = u.detach().clone().requires_grad_(True)
-    # Tokens are independent, so every forward of the toy that needs no gradient is one block of
-    # N rows of a single call: [recompute; sampler(sigma_0); replay(sigma_0); sampler(sigma_1); ...]
-    # (one call instead of 13; under the judge, one round trip). The gradient check's forward is
-    # a call of its own, so its backward pass covers its N rows only.
-    blocks = [(u, idx_train)] + [pair for u_q, idx_q in sampled for pair in ((u_q, idx_q), (u, idx_q))]
+    # No forward of the toy depends on another's output: they all go to impl in one batch (one
+    # round trip under the judge), and are read below in the order they were made.
     with batch(impl) as b:
-        stacked = b.moe_replay_forward(x.repeat(len(blocks), 1), torch.cat([v for v, _ in blocks]),
-                                       torch.cat([i for _, i in blocks]), w_expert, score_function="softmax")
+        recompute = b.moe_replay_forward(x, u, idx_train, w_expert, score_function="softmax")
+        sweep = [(b.moe_replay_forward(x, u_q, idx_q, w_expert, score_function="softmax"),
+                  b.moe_replay_forward(x, u, idx_q, w_expert, score_function="softmax")) for u_q, idx_q in sampled]
         routed = b.moe_replay_forward(x, u_leaf, idx_grad, w_expert, score_function="softmax")
-    ys = check_tensor(stacked.value, what=f"moe_replay_forward on {len(blocks)} x {N} stacked tokens",
-                      shape=(len(blocks) * N, D)).detach().split(N)
-    y_recompute, sweep = ys[0], [(ys[1 + 2 * i], ys[2 + 2 * i]) for i in range(len(SIGMAS))]
+    y_recompute = _output(recompute, x)
     set_train = idx_train.sort(dim=-1).values
 
     m = {"N": N, "D": D, "E": E, "k": K, "seed": seed, "sigmas": list(SIGMAS),
@@ -79,7 +75,8 @@ def run(impl, out_dir=None, seed: int = 0) -> dict:
          "replay_err_mean": [], "replay_err_max": [], "replay_err_flipped_max": [],
          "same_route_max_diff": 0.0}
     per_token = {}
-    for sigma, (_, idx_q), (y_sampler, y_replay) in zip(SIGMAS, sampled, sweep):
+    for sigma, (_, idx_q), (sampler, replay) in zip(SIGMAS, sampled, sweep):
+        y_sampler, y_replay = _output(sampler, x), _output(replay, x)
         flipped = (idx_q.sort(dim=-1).values != set_train).any(dim=-1)
         err_rec = (y_recompute - y_sampler).detach().norm(dim=-1)
         err_rep = (y_replay - y_sampler).detach().norm(dim=-1)
