@@ -60,9 +60,13 @@ def make_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, pad: float
             "advantages": adv.to(dtype), "mask": mask}
 
 
-def cases(g: torch.Generator, random_bounds: bool = True, limit: int | None = None):
-    """Yield (case, bounds) pairs from small to large (the first ``limit`` sizes if given)."""
+def cases(g: torch.Generator, random_bounds: bool = True, limit: int | None = None, start: int = 0):
+    """Yield (case, bounds) pairs from small to large (the first ``limit`` sizes if given; from
+    size number ``start`` on: case i is drawn as it is in the full sweep, dtype, mask, padding and
+    band by its number)."""
     for i, (B, L) in enumerate(SIZES[:limit]):
+        if i < start:
+            continue
         dtype = F64 if i % 2 == 0 else F32
         if random_bounds and i % 3 == 2:
             low = 0.3 + 0.5 * float(torch.rand((), generator=g, dtype=F64))
@@ -81,8 +85,8 @@ def backward_all(losses, whats) -> None:
     in the graph fails with the name of its case (``whats``), as its own backward() would."""
     losses = list(losses)
     for loss, what in zip(losses, whats):
-        if not loss.requires_grad:
-            raise Feedback(f"{what}: the loss has requires_grad=False, so backward() cannot reach "
-                           f"logp (no .detach(), no torch.no_grad, no .item())")
+        if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
+            raise Feedback(f"{what}: the loss must be a tensor with requires_grad=True, so that "
+                           f"backward() reaches logp (no .detach(), no torch.no_grad, no .item())")
     if losses:
         torch.autograd.backward(losses)

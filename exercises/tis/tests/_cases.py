@@ -129,8 +129,8 @@ def backward_all(losses, whats) -> None:
     in the graph fails with the name of its case (``whats``), as its own backward() would."""
     losses = list(losses)
     for loss, what in zip(losses, whats):
-        if not loss.requires_grad:
-            raise Feedback(f"{what}: the loss has requires_grad=False, so backward() cannot reach "
-                           f"logp (no .detach(), no torch.no_grad, no .item())")
+        if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
+            raise Feedback(f"{what}: the loss must be a tensor with requires_grad=True, so that "
+                           f"backward() reaches logp (no .detach(), no torch.no_grad, no .item())")
     if losses:
         torch.autograd.backward(losses)
