@@ -139,5 +139,13 @@ def test_a_dispatch_order_claims_its_mode_and_says_what_came_of_it(cfg, worker):
     assert worker.take("run", idle, busy) == ("empty", None)
     assert worker.take("submit", idle, busy) == ("wait", None)  # a holds its share while b is running
     store.fail(a1, "gone")
+    real = store.claim
+
+    def away(*a, **kw):
+        raise store.errors("database is locked")
+
+    store.claim = away  # the database is away: the ticket is kept (it waits), nothing claimed
+    assert worker.take("submit", idle, busy) == ("wait", None)
+    store.claim = real
     assert worker.take("submit", idle, busy) == ("graded", a2)
     assert store.get(a2, None)["status"] == "done" and busy.value == 0

@@ -141,8 +141,14 @@ class Worker:
     def take(self, mode: str, idle: IdleWorkers, busy) -> tuple[str, str | None]:
         """One dispatch ticket of ``mode``: claim the fair-share next submission of that mode and
         grade it. ("graded", id); ("empty", None): none of that mode is queued; ("wait", None):
-        some are, but the fair share passes their clients over for now (``Store.claim``)."""
-        job = self.store.claim(self.name, share=self.share, mode=mode, look_first=False)
+        some are, but the fair share passes their clients over for now (``Store.claim``), or
+        the database is away (the ticket is kept and asks again)."""
+        try:
+            job = self.store.claim(self.name, share=self.share, mode=mode, look_first=False)
+        except self.store.errors:
+            log.warning("could not claim a %s submission; the ticket waits", mode, exc_info=True)
+            self.store.close()  # a fresh connection next time
+            return "wait", None
         if job is None:
             return ("wait", None) if self.store.has_queued(mode) else ("empty", None)
         self.grade_claimed(job, idle, busy)

@@ -68,6 +68,7 @@ class DispatchHost:
 
     # --- lifecycle ----------------------------------------------------------------------------
     def start(self, timeout: float = 30.0) -> "DispatchHost":
+        logging.getLogger("procrastinate").setLevel(logging.WARNING)  # else two lines per ticket
         self._thread.start()
         if not self._started.wait(timeout):
             raise RuntimeError("the Procrastinate workers did not start")
@@ -205,7 +206,6 @@ def run(cfg: Config) -> int:
     """Grade until SIGTERM or SIGINT; 0 on a clean stop, 1 if the workers refused to run or the
     dispatch loop failed. On a SQLite file (one machine) the workers claim from it by polling."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("procrastinate").setLevel(logging.WARNING)  # a line per job otherwise
     store = Store(cfg.database_url, synchronous="FULL")
     catalog = load_catalog(cfg)
     dispatched = store.backend.name == "postgresql"
