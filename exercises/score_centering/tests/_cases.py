@@ -29,9 +29,22 @@ def distributions(g, lead, V, spread=1.0, mismatch=0.7, smooth=0.0):
     z = randn(g, *lead, V, scale=spread)
     zq = z + randn(g, *lead, V, scale=mismatch)
     if smooth == 0.0:
-        return torch.log_softmax(z, -1), torch.log_softmax(zq, -1)
-    mix = lambda x: torch.log((1 - smooth) * torch.softmax(x, -1) + smooth / V)
+        return _log_softmax(z), _log_softmax(zq)
+    mix = lambda x: torch.log((1 - smooth) * _log_softmax(x).exp() + smooth / V)
     return mix(z), mix(zq)
+
+
+def _log_softmax(x):
+    """log-softmax over the last axis, by max-subtraction as torch.log_softmax does; written out
+    because torch's kernel costs ~1 us a row for a vocabulary this small (the >= 16k-token case)."""
+    m = x.amax(-1, keepdim=True)
+    return x - m - torch.exp(x - m).sum(-1, keepdim=True).log()
+
+
+def sample(g, log_q):
+    """One token a ~ q per position: [*lead] int64 (inverse-CDF sampling of log_q [*lead, V])."""
+    u = torch.rand(*log_q.shape[:-1], 1, generator=g, dtype=D)
+    return (u > log_q.exp().cumsum(-1)).sum(-1).clamp(max=log_q.shape[-1] - 1)
 
 
 def head_ids(g, log_q, k):
@@ -81,7 +94,7 @@ def loss_case(g, B, L, V, k, dtype, i, pad=True):
     """A batch for sc_policy_loss: dict of tensors (cast to dtype) plus mode/bounds kwargs."""
     th, sh, log_p, log_q, ids = heads(g, (B, L), V, k, smooth=smooth_for(dtype, V, k))
     # The sampled token a ~ q at each position.
-    a = torch.multinomial(log_q.exp().reshape(-1, V), 1, generator=g).reshape(B, L, 1)
+    a = sample(g, log_q).unsqueeze(-1)                                        # [B, L, 1]
     logp = log_p.gather(-1, a).squeeze(-1)
     rollout = log_q.gather(-1, a).squeeze(-1)
     adv = randn(g, B)
