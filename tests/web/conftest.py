@@ -54,11 +54,14 @@ def browser_type_launch_args(browser_type_launch_args):
 
 @pytest.fixture(scope="session")
 def web(tmp_path_factory):
-    """One real service for the browser tests: 2 workers, glm5_mis, three learners' keys."""
+    """One real service for the browser tests: 2 workers, glm5_mis, three learners' keys. Its
+    fallback poll of the events table is an hour apart: every verdict, test result and plot a
+    page shows reached it through the workers' notification (a lost one hangs its test)."""
     missing = _missing()
     if missing:  # make setup installs both: their absence is a broken set-up, not a reason to skip
         pytest.fail("the browser tests need " + " and ".join(missing) + " (make setup)")
-    svc = _service_class()(tmp_path_factory.mktemp("web"), workers=2, JUDGE_API_KEYS=",".join(KEYS)).start()
+    svc = _service_class()(tmp_path_factory.mktemp("web"), workers=2, JUDGE_API_KEYS=",".join(KEYS),
+                           JUDGE_NOTIFY_INTERVAL="3600").start()
     yield svc
     svc.stop()
 

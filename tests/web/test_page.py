@@ -96,8 +96,10 @@ def test_sign_in_keeps_the_key_in_an_httponly_strict_cookie(learner, web, watch)
 
 
 def test_the_spec_math_is_rendered_and_the_editor_holds_the_starter(learner, web):
-    page = learner()
+    page = learner(viewport={"width": 1366, "height": 768})  # a laptop's screen
     open_exercise(page, web)
+    # nothing wider than the screen: long math and code scroll in their own boxes
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     assert page.locator("#spec math").count() >= 20  # KaTeX's MathML, rendered by the server
     assert page.locator("#spec .math-display math[display=block]").count() >= 3
     assert page.locator("#spec .katex-error").count() == 0
@@ -117,6 +119,9 @@ def test_run_a_correct_solution_then_submit_a_wrong_one(learner, web):
     for k in range(4):
         assert tiers.nth(k).get_attribute("data-status") == "passed"
     assert page.locator("#progress .test[data-status=passed]").count() > 0  # live from the stream
+    # the verdict shown is the one this Run made (the bench's mark names it: judgeShownId)
+    until(page, "document.querySelectorAll('#history tbody tr').length >= 1")
+    assert page.evaluate("window.judgeShownId") == page.locator("#history tbody tr").first.get_attribute("data-id")
     assert page.inner_text("#seed").strip().isdigit()
     # the plots: every view drawn as SVG with marks, and the metrics table
     page.wait_for_selector("#plots .view svg .mark-line path, #plots .view svg .mark-symbol path, "
@@ -199,7 +204,9 @@ def test_another_learner_sees_none_of_it(learner, web, watch):
 def test_keyboard_only(learner, web):
     page = learner(sign_in=False)
     page.goto(web.url + "/")
-    page.keyboard.type("web-key-alice")  # the key field has the focus
+    # the key field has the focus (autofocus, applied after load: typing sooner loses keys)
+    until(page, "document.activeElement !== null && document.activeElement.id === 'key'")
+    page.keyboard.type("web-key-alice")
     page.keyboard.press("Enter")
     page.wait_for_url(web.url + "/")
     for _ in range(30):
@@ -245,6 +252,35 @@ def test_dark_mode(learner, web):
     label = page.locator("#reference-plots .view svg .role-axis-label text").first.get_attribute("fill")
     r, g, b = (int(label[k:k + 2], 16) for k in (1, 3, 5))
     assert (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255 > 0.6  # axis labels readable on the dark page
+
+
+def test_switching_to_dark_redraws_the_plots_once(learner, web):
+    """The system's theme changes while the reference's plots are shown: they are drawn again
+    in the dark theme, one set of them (not a second click handler, not a second set)."""
+    page = learner(color_scheme="light")
+    open_exercise(page, web)
+    page.click("#show-reference")
+    label = "#reference-plots .view svg .role-axis-label text"
+    page.wait_for_selector(label, state="attached", timeout=30_000)
+    views = page.locator("#reference-plots .view").count()
+    before = page.locator(label).first.get_attribute("fill")
+    assert views >= 1 and _light(before) < 0.4
+    page.emulate_media(color_scheme="dark")
+    until(page, f"document.querySelectorAll('#reference-plots .view').length === {views} && "
+                f"[...document.querySelectorAll({json.dumps(label)})].length > 0 && "
+                f"document.querySelector({json.dumps(label)}).getAttribute('fill') !== {json.dumps(before)}")
+    assert _light(page.locator(label).first.get_attribute("fill")) > 0.6
+    assert page.locator("#reference-plots .view").count() == views
+    assert page.locator("#reference-plots .view .error").count() == 0
+
+
+def _light(fill: str) -> float:
+    """The relative luminance of an SVG fill, ``#rgb`` or ``#rrggbb``."""
+    digits = fill.lstrip("#")
+    if len(digits) == 3:
+        digits = "".join(c * 2 for c in digits)
+    r, g, b = (int(digits[k:k + 2], 16) for k in (0, 2, 4))
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
 
 
 def test_docs_render_from_local_assets(learner, web):
