@@ -28,6 +28,8 @@ $(STAMP): pyproject.toml Makefile
 	@# the store's tests run on a real PostgreSQL too (judge/service/pg_local.py starts Debian's server)
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || \
 		(apt-get update && apt-get install -y postgresql)
+	@# the multi-host tests put hosts in network namespaces (tests/test_netns_hosts.py: iproute2's ip)
+	command -v ip >/dev/null || [ "$$(id -u)" != 0 ] || (apt-get update && apt-get install -y iproute2)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q $(PIP_EXTRA) "$(TORCH_SPEC)"
 	$(PY) -m pip install -q $(PIP_EXTRA) -e ".[test]" "$(TORCH_SPEC)"
@@ -54,6 +56,8 @@ bench: setup
 	$(PY) -m judge.service.bench
 	@# dispatch latency the store adds, SQLite vs PostgreSQL (a throwaway local cluster)
 	$(PY) -m judge.service.bench_dispatch
+	@# throughput with one and with two worker hosts (network namespaces: needs root)
+	$(PY) -m judge.service.bench_hosts
 	$(PY) -m judge.service.bench_page  # the learner page's weight and speed, in chromium
 	$(PY) -m judge.service.bench_page --hosts  # the same with an API-only node beside a judge worker (PostgreSQL)
 
