@@ -16,8 +16,8 @@ Which test covers which class of mistake:
 - test_drawn_shapes_match_oracle / test_large_batch_matches_reference: (N, E, k, D, D_out) drawn
   per seed (k = 1, k >= 4, k = E) against the oracle (values; the gradients are checked at the
   fixed small sizes of test_t2_properties.py); one float64 batch of
-  N >= 16384 tokens against the vectorised reference's gates and the trusted float64 output
-  formula (cases.expert_outputs64) on them.
+  N >= 16384 tokens (int64 or int32 ids, drawn per seed) against the vectorised reference's
+  gates and the trusted float64 output formula (cases.expert_outputs64) on them.
 """
 
 import torch
@@ -166,12 +166,14 @@ def test_large_batch_matches_reference(sub, ref, ctx):
     e, k, d, d_out = 6, int(torch.randint(2, 4, (), generator=g)), 2, 2  # small E, k, D: the size is in N
     sf = cases.SCORE_FUNCTIONS[int(torch.randint(0, 2, (), generator=g))]
     x, u, idx, w = cases.make_case(g, n, e, k, d, d_out, F64, ids=cases.drawn_rows_idx)
+    idx = idx.to((torch.int64, torch.int32)[int(torch.randint(0, 2, (), generator=g))])  # either id dtype at size
     with batch(sub) as b:
         gates = b.replay_gates(u, idx, score_function=sf)
         y = b.moe_replay_forward(x, u, idx, w, score_function=sf)
-    what = f"(score_function={sf!r}) on N = {n} tokens, E = {e}, k = {k}, float64"
-    # the reference's gates once; its output from them (ref.moe_replay_forward's own two einsums)
+    # the expectations first, while the submission computes: the reference's gates once, and the
+    # output from them (what ref.moe_replay_forward computes, without its second gates pass)
     want = ref.replay_gates(u, idx, score_function=sf)
+    want_y = torch.einsum("nk,nko->no", want, cases.expert_outputs64(x, idx, w))
+    what = f"(score_function={sf!r}) on N = {n} tokens, E = {e}, k = {k}, float64, {idx.dtype} ids"
     assert_close(gates.value, want, what=f"replay_gates{what}", inputs={"expert_idx": idx})
-    assert_close(y.value, torch.einsum("nk,nko->no", want, cases.expert_outputs64(x, idx, w)),
-                 what=f"moe_replay_forward{what}", inputs={"expert_idx": idx})
+    assert_close(y.value, want_y, what=f"moe_replay_forward{what}", inputs={"expert_idx": idx})
