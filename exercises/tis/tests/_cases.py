@@ -56,9 +56,13 @@ def make_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, pad: float
             "advantages": adv.to(dtype), "mask": mask}
 
 
-def cases(g: torch.Generator, random_bounds: bool = True, limit: int | None = None):
-    """Yield (case, bounds) pairs from small to large (the first ``limit`` sizes if given)."""
+def cases(g: torch.Generator, random_bounds: bool = True, limit: int | None = None, start: int = 0):
+    """Yield (case, bounds) pairs from small to large (the first ``limit`` sizes if given; from
+    size number ``start`` on: case i is drawn as it is in the full sweep, dtype, mask, padding and
+    bounds by its number)."""
     for i, (B, L) in enumerate(SIZES[:limit]):
+        if i < start:
+            continue
         dtype = F64 if i % 2 == 0 else F32
         if random_bounds and i % 3 == 2:
             low = 0.3 + 0.5 * float(torch.rand((), generator=g, dtype=F64))

@@ -170,8 +170,8 @@ def test_padding_is_neutralised(sub, oracle, ctx):
     g = ctx.generator(202)
     with batch(sub) as b:
         queued = []
-        for pad in (NAN, INF, -INF, 1e30):
-            for dtype in (F32, F64):
+        for p, pad in enumerate((NAN, INF, -INF, 1e30)):
+            for d, dtype in enumerate((F32, F64)):
                 case = cases.make_case(g, 3, 5, dtype, pad, bool_mask=(dtype == F32), empty_row=True,
                                        bounds=(0.0, 2.0))
                 case["mask"][0, 2] = 0  # a hole in the middle of a response, too
@@ -181,7 +181,9 @@ def test_padding_is_neutralised(sub, oracle, ctx):
                 args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
                 pending_w = b.tis_weights(case["old_logp"], case["rollout_logp"], case["mask"])
                 losses = []
-                for per_token in (True, False):
+                # one aggregation per (padding, dtype): each padding meets both aggregations, and
+                # each (dtype, aggregation) two paddings
+                for per_token in ((p + d) % 2 == 0,):
                     lp = leaf(case["logp"])
                     losses.append((per_token, lp, b.tis_ppo_loss(lp, *args, per_token_loss=per_token)))
                 queued.append((pad, case, m, args, pending_w, losses))
