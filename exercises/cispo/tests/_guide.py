@@ -1,8 +1,8 @@
 """The judge's fast path for cispo's T3 toy (the learner's experiment.py is the plain loop).
 
 T3 checks the submission's lanes along the reference's: ``run(experiment, sub, out_dir,
-guide=trajectory(experiment, ref))`` makes every step's four calls at the reference's weights,
-all 30 steps in one batch (one round trip to the sandbox instead of 30), with the judge's side of
+guide=trajectory(experiment, ref))`` makes every step's calls at the reference's weights, all 30
+steps in one batch (one round trip to the sandbox instead of 30, 64 calls instead of 120), with the judge's side of
 every step (sampling, log-probs, advantages, statistics, the gradient steps) computed for all
 steps at once; each step is checked against the reference's next weights, and lanes that stray
 are trained step by step (``experiment._train``), so the metrics are always those of the plain
@@ -74,6 +74,18 @@ def _stats(x, weights: list, ratio: torch.Tensor, valid: torch.Tensor, n_valid: 
               r_min[t][a], r_max[t][a]) for a in range(A)] for t in range(T)]
 
 
+def _weights(x, b, logp, anchor_logp, mask):
+    """``_Trainer.send``'s weights call (queued in ``b``)."""
+    with torch.no_grad():
+        return b.cispo_weights(logp.detach(), anchor_logp, mask, eps_low=x.EPS_LOW, eps_high=x.EPS_HIGH)
+
+
+def _plain(x, w, shape) -> bool:
+    """Weights the vectorised statistics take as they are (``_Trainer.receive``'s test)."""
+    return (type(w) is torch.Tensor and w.layout == torch.strided and w.device.type == "cpu"
+            and w.dtype in x._FLOAT_DTYPES and tuple(w.shape) == shape)
+
+
 def train_guided(experiment, impl, z0: torch.Tensor, g: torch.Generator, guide: torch.Tensor):
     """``experiment._train``'s trainers, checked step by step along the reference's weights
     ``guide`` [anchors, STEPS + 1, K, L, V]; None when a step strays from it.
@@ -81,9 +93,12 @@ def train_guided(experiment, impl, z0: torch.Tensor, g: torch.Generator, guide: 
     Each step's calls need the weights the step starts from. Along the reference's lanes those
     are known in advance, so every step's inputs are made at once from the guide's weights and
     the step's common random numbers (drawn in the plain loop's order), and all the calls go out
-    in one batch: per step, as in the plain loop, each anchor's loss and then its weights, with
-    the same arguments (the step's mask shared by its four calls). Then one backward pass gives
-    every step's gradient ((loss * K) per call, as the plain loop's), and each step
+    in one batch: per step, each anchor's loss with the plain loop's arguments (the loss values
+    are metrics, so each step keeps its own call); the weights, elementwise by the spec, in one
+    call per anchor over every step's rows, [STEPS * K * B, L], plus step 0's own call, which
+    must give the same rows (weights that depend on the batch they come in are trained step by
+    step). Then one backward pass gives every step's gradient ((loss * K) per call, as the plain
+    loop's), and each step
     z_t - LR * grad(z_t) is checked against the reference's z_{t+1} (``STEP_ATOL``). When every
     step lands there, the lanes ``experiment._train`` would train are these: they start at z0
     and each step lands where the reference's does, to within rounding (an action drawn at a
@@ -103,30 +118,41 @@ def train_guided(experiment, impl, z0: torch.Tensor, g: torch.Generator, guide: 
     valid = torch.stack([d.valid for d in draws])            # [T, B, L]
     lengths = torch.stack([d.lengths for d in draws])        # [T, B]
     made = [_inputs(x, guide[a], u, valid, lengths) for a in range(A)]
+    steps_logp = [logp.unbind(0) for _, logp, _, _ in made]  # [A][T]: one backward node per anchor
     try:
-        calls = []                                           # [T][A]: (logp, anchor_logp, adv, loss, w)
+        calls, whole = [], []                                # [T][A]: (logp, anchor_logp, adv, loss); [A]
         with batch(impl) as b:
             for t, draw in enumerate(draws):
                 step = []
-                for anchor, (z, logp, rollout_logp, adv) in zip(x.ANCHORS, made):
-                    lp = logp[t]
+                for a, (anchor, (z, logp, rollout_logp, adv)) in enumerate(zip(x.ANCHORS, made)):
+                    lp = steps_logp[a][t]
                     old_logp = lp.detach().clone()           # fresh recompute, detached
                     loss = b.cispo_loss(lp, old_logp, adv[t], draw.mask, rollout_logp=rollout_logp[t],
                                         anchor=anchor, eps_low=x.EPS_LOW, eps_high=x.EPS_HIGH)
-                    with torch.no_grad():
-                        anchor_logp = old_logp if anchor == "old" else rollout_logp[t]
-                        w = b.cispo_weights(lp.detach(), anchor_logp, draw.mask, eps_low=x.EPS_LOW,
-                                            eps_high=x.EPS_HIGH)
-                    step.append((lp, anchor_logp, adv[t], loss, w))
+                    anchor_logp = old_logp if anchor == "old" else rollout_logp[t]
+                    first = _weights(x, b, lp, anchor_logp, draw.mask) if t == 0 else None
+                    step.append((lp, anchor_logp, adv[t], loss, first))
                 calls.append(step)
+            mask = torch.cat([d.mask for d in draws])        # [T*K*B, L]
+            for a, (_, logp, _, _) in enumerate(made):       # every step's weights in one call
+                anchor_logp = torch.cat([step[a][1] for step in calls])
+                whole.append(_weights(x, b, logp.reshape(T * x.K * x.B, x.L), anchor_logp, mask))
+        # the ratios the statistics compare the weights with, while the submission computes: from
+        # the inputs as the calls got them (the plain loop's are as sent too when it reads them)
+        with torch.no_grad():
+            ratio = torch.stack([torch.stack([torch.exp(c[0].detach() - c[1]) for c in step]) for step in calls])
         losses = [[check_tensor(c[3].value, what="cispo_loss", shape=()) for c in step] for step in calls]
-        torch.autograd.backward([loss * x.K for step in losses for loss in step])
-        weights = [[check_tensor(c[4].value, what="cispo_weights", shape=(x.K * x.B, x.L)) for c in step]
-                   for step in calls]
-        dtype = weights[0][0].dtype
-        if not all(type(w) is torch.Tensor and w.layout == torch.strided and w.device.type == "cpu"
-                   and w.dtype == dtype for step in weights for w in step) or dtype not in x._FLOAT_DTYPES:
-            return None
+        # one backward for every call: d/d loss is K for each, as (loss * K).backward() gives
+        (torch.stack([loss for step in losses for loss in step]).sum() * x.K).backward()
+        rows = x.K * x.B
+        weights = []                                         # [A]: [T, K*B, L]
+        for a, pending in enumerate(whole):
+            w, w0 = pending.value, calls[0][a][4].value
+            if not (_plain(x, w, (T * rows, x.L)) and _plain(x, w0, (rows, x.L)) and w.dtype == w0.dtype
+                    and torch.allclose(w[:rows], w0, rtol=1e-12, atol=0.0, equal_nan=True)):
+                return None                                  # not elementwise, or not a plain tensor
+            weights.append(w.view(T, rows, x.L))
+        weights = [[weights[a][t] for a in range(A)] for t in range(T)]
         trainers = []
         for a, (anchor, (z, *_)) in enumerate(zip(x.ANCHORS, made)):
             steps = z.detach() - x.LR * z.grad                # [T, K, L, V]
@@ -141,8 +167,6 @@ def train_guided(experiment, impl, z0: torch.Tensor, g: torch.Generator, guide: 
                     tr.loss_vs_reinforce = max(tr.loss_vs_reinforce,
                                                abs(float(losses[t][a].detach()) - float(reinforce)))
             trainers.append(tr)
-        with torch.no_grad():
-            ratio = torch.stack([torch.stack([torch.exp(c[0].detach() - c[1]) for c in step]) for step in calls])
         table = _stats(x, weights, ratio, valid, [d.n_valid for d in draws])
     except Exception:  # noqa: BLE001 - a raise: the step-by-step run says where (the grading's
         return None    # own failures, time or memory, are BaseExceptions and go through)
