@@ -11,7 +11,10 @@ order; its largest id is the change counter the API polls as a fallback to the w
 notifications. A worker claims a submission with one ``UPDATE … RETURNING`` under the write
 lock (SQLite's, or on PostgreSQL one advisory lock every write transaction holds), so no two workers get the same; which one is a fair share across clients (``claim``):
 the oldest queued submission of the client with the fewest running, served least recently
-(``turns``), so one client's backlog never makes another's submission wait behind it.
+(``turns``), so one client's backlog never makes another's submission wait behind it. On
+PostgreSQL every transaction that queues a submission also defers its Procrastinate job, a
+ticket for its mode (``backend.queued``, ``judge.service.dispatch``): a ticket's worker claims
+by the same fair share, within that mode (``claim(mode=...)``).
 """
 
 from __future__ import annotations
