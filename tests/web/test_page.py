@@ -106,6 +106,9 @@ def test_the_spec_math_is_rendered_and_the_editor_holds_the_starter(learner, web
     assert "masked_is_weights(logp, rollout_logp, mask" in page.inner_text("#spec .signatures")
     assert editor_text(page) == STARTER
     assert page.locator("#spec a[href='https://arxiv.org/abs/2602.15763']").count() >= 1
+    official = page.locator("a", has_text="official code")  # the exercise's official-code links
+    assert official.count() >= 1 and all(h.startswith("https://") for h in
+                                         (official.nth(k).get_attribute("href") for k in range(official.count())))
 
 
 def test_run_a_correct_solution_then_submit_a_wrong_one(learner, web):
@@ -123,6 +126,8 @@ def test_run_a_correct_solution_then_submit_a_wrong_one(learner, web):
     until(page, "document.querySelectorAll('#history tbody tr').length >= 1")
     assert page.evaluate("window.judgeShownId") == page.locator("#history tbody tr").first.get_attribute("data-id")
     assert page.inner_text("#seed").strip().isdigit()
+    facts = page.inner_text("#result .facts")  # the resources used
+    assert all(w in facts for w in ("CPU", "wall", "peak memory", "calls")) and " MB" in facts
     # the plots: every view drawn as SVG with marks, and the metrics table
     page.wait_for_selector("#plots .view svg .mark-line path, #plots .view svg .mark-symbol path, "
                            "#plots .view svg .mark-rect path", state="attached", timeout=30_000)
