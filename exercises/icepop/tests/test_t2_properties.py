@@ -201,31 +201,34 @@ def _plain_ppo_grads(logp, old, adv, mask):
             False: g / valid.sum(1, keepdim=True).clamp(min=1) / logp.shape[0]}
 
 
-def test_gradient_is_weight_times_plain_ppo_gradient(sub, ctx):
+def test_gradient_is_weight_times_plain_ppo_gradient(sub, ref, ctx):
     g = ctx.generator(201)
     with batch(sub) as b:
         calls = []
         for i, (case, (low, high)) in enumerate(cases.cases(g, random_bounds=True)):
             args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
-            w = b.icepop_weights(case["old_logp"], case["rollout_logp"], case["mask"],
-                                 low=low, high=high)
+            w = (case["old_logp"], case["rollout_logp"], case["mask"], low, high)
             # one aggregation per size, in pairs (T T F F ...): each aggregation sees both dtypes,
             # both mask kinds and random bands (the oracle tests of T1 see every size with both)
             for per_token in ((i // 2) % 2 == 0,):
                 lp = leaf(case["logp"])
                 loss = b.icepop_ppo_loss(lp, *args, low=low, high=high, per_token_loss=per_token)
                 calls.append((case, low, high, per_token, lp, loss, w))
-    plains = {}
-    for case, *_ in calls:   # while the submission runs
+    # while the submission runs: the plain PPO gradient and the reference's weights (the
+    # submission's own weights are checked against the oracle in T1)
+    plains, weights = {}, {}
+    for case, low, high, per_token, lp, loss, w in calls:
         if id(case) not in plains:
             plains[id(case)] = _plain_ppo_grads(case["logp"], case["old_logp"], case["advantages"],
                                                 case["mask"])
+            old, rollout, mask, low, high = w
+            weights[id(case)] = ref.icepop_weights(old, rollout, mask, low=low, high=high)
     cases.backward_all([c[5].value for c in calls],
                        [f"icepop_ppo_loss with band [{c[1]:.3g}, {c[2]:.3g}] (per_token_loss={c[3]})"
                         for c in calls])
     for case, low, high, per_token, lp, loss, w in calls:
         plain = plains[id(case)][per_token]
-        w = w.value
+        w = weights[id(case)]
         assert_close(lp.grad, (w.to(plain.dtype) * plain).detach(),
                      what=f"d loss / d logp with band [{low:.3g}, {high:.3g}] "
                      f"(per_token_loss={per_token}) versus w times the plain PPO gradient: the "

@@ -119,25 +119,28 @@ def test_no_correction_bounds_give_plain_ppo(sub):
                      what=f"tis_ppo_loss with tis_low = tis_high = 1 ({dtype})")
 
 
-def test_gradient_is_weight_times_plain_ppo_gradient(sub, ctx):
+def test_gradient_is_weight_times_plain_ppo_gradient(sub, ref, ctx):
     g = ctx.generator(201)
     with batch(sub) as b:
         queued = []
         for case, (low, high) in cases.cases(g, random_bounds=True):
             args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
-            lp_plain, lp_tis = leaf(case["logp"]), leaf(case["logp"])
-            queued.append((case, low, high, lp_plain, lp_tis,
-                           b.tis_ppo_loss(lp_plain, *args, tis_low=1.0, tis_high=1.0),
-                           b.tis_ppo_loss(lp_tis, *args, tis_low=low, tis_high=high),
-                           b.tis_weights(case["old_logp"], case["rollout_logp"], case["mask"],
-                                         clip_low=low, clip_high=high)))
-    # one backward for all the losses (independent calls on their own leaves)
-    cases.backward_all([p.value for q in queued for p in q[5:7]],
-                       [f"tis_ppo_loss with TIS [{q[1]:.3g}, {q[2]:.3g}]" + s for q in queued
-                        for s in (" and weights 1 (tis_low = tis_high = 1)", "")])
-    for case, low, high, lp_plain, lp_tis, pending_plain, pending_tis, pending_w in queued:
-        w = pending_w.value
-        assert_close(lp_tis.grad, (w * lp_plain.grad).detach(),
+            lp_tis = leaf(case["logp"])
+            queued.append((case, low, high, args, lp_tis,
+                           b.tis_ppo_loss(lp_tis, *args, tis_low=low, tis_high=high)))
+    # while the submission runs: the reference's weights and its gradient with weights 1 (the
+    # plain PPO gradient; the submission's own weights and losses are checked in T1)
+    expected = []
+    for case, low, high, args, _, _ in queued:
+        lp_plain = leaf(case["logp"])
+        ref.tis_ppo_loss(lp_plain, *args, tis_low=1.0, tis_high=1.0).backward()
+        w = ref.tis_weights(case["old_logp"], case["rollout_logp"], case["mask"],
+                            clip_low=low, clip_high=high)
+        expected.append((w * lp_plain.grad).detach())
+    cases.backward_all([q[5].value for q in queued],   # one backward for all the losses
+                       [f"tis_ppo_loss with TIS [{q[1]:.3g}, {q[2]:.3g}]" for q in queued])
+    for (case, low, high, args, lp_tis, _), want in zip(queued, expected):
+        assert_close(lp_tis.grad, want,
                      what=f"d loss / d logp with TIS [{low:.3g}, {high:.3g}] versus w times the "
                      f"gradient with weights 1: the weight must multiply the per-token loss, "
                      f"outside min/clip", inputs=case)
