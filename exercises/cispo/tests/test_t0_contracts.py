@@ -8,8 +8,9 @@ Which test covers which class (issue 17; the regimes are in test_t2_regimes.py):
   rules with an all-empty mask, under every configuration, and B = 1 with a 0-d advantage:
   test_t2_regimes.test_validation_with_empty_masks.)
 - test_bad_shapes_raise: shape rules in both functions.
-- test_empty_mask: bool and float all-empty masks with a NaN in the padding, every configuration
-  (int64 masks, inf padding and B = 0: test_t2_regimes).
+- test_empty_mask: a bool (float64 inputs) and a 0/1 float32 (float32 inputs) all-empty mask
+  with a NaN in the padding, every configuration (bool with float32, float masks of the other
+  dtype, int64 masks, inf padding and B = 0: test_t2_regimes).
 Input mutation is checked on every call by the judge (judge.readonly), in every branch.
 """
 
@@ -159,11 +160,13 @@ def test_bad_shapes_raise(sub):
 def test_empty_mask(sub):
     with batch(sub) as b:
         calls = []  # (dtype, weights, [(kw, logp leaf, loss)]) in the order they are checked
-        for dtype in (torch.float32, torch.float64):
+        # a bool mask with float64 inputs, a 0/1 float mask with float32 ones (the other
+        # encodings, int64 masks and B = 0: test_t2_regimes.test_empty_masks_with_nan_padding)
+        for dtype, mask_dtype in ((torch.float64, torch.bool), (torch.float32, torch.float32)):
             logp, old, rollout, adv, _ = _batch(dtype=dtype)
             logp = logp.clone()
             logp[1, 2] = float("nan")  # padding may hold anything
-            for mask in (torch.zeros(2, 3, dtype=torch.bool), torch.zeros(2, 3, dtype=dtype)):
+            for mask in (torch.zeros(2, 3, dtype=mask_dtype),):
                 w = b.cispo_weights(logp, old, mask)
                 losses = []
                 for kw in (dict(anchor="old"), dict(anchor="rollout", rollout_logp=rollout),

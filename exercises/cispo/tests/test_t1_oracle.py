@@ -20,6 +20,12 @@ CONFIGS = {
 }
 
 
+def _cases(ctx):
+    """The sweep's cases, drawn once per grading and shared by the four tests (each configuration
+    of the loss and the weights see the same fresh inputs; nothing writes into them)."""
+    return ctx.once(("cispo", "t1-cases"), lambda: list(cases.cases(ctx, salt=101)))
+
+
 def _inputs(case, with_rollout: bool):
     names = ("logp", "old_logp") + (("rollout_logp",) if with_rollout else ()) + ("advantages", "mask")
     return {k: case[k] for k in names}
@@ -29,7 +35,7 @@ def _inputs(case, with_rollout: bool):
 def test_weights_match_oracle(sub, oracle, ctx):
     with batch(sub) as b:
         calls = []
-        for i, (label, case, eps_low, eps_high) in enumerate(cases.cases(ctx, salt=101)):
+        for i, (label, case, eps_low, eps_high) in enumerate(_cases(ctx)):
             # the weights are elementwise in (logp, anchor_logp): each dtype's cases take the two
             # anchors in turn (rollout_logp is the wider one: logp - rollout is two log-ratios)
             anchor_name = ("old_logp", "rollout_logp")[(i // 2) % 2]
@@ -44,11 +50,11 @@ def test_weights_match_oracle(sub, oracle, ctx):
                              "mask": case["mask"]})
 
 
-def _check_loss(sub, oracle, ctx, config: str, salt: int):
+def _check_loss(sub, oracle, ctx, config: str):
     cfg = CONFIGS[config]
     with batch(sub) as b:
         calls = []
-        for label, case, eps_low, eps_high in cases.cases(ctx, salt=salt):
+        for label, case, eps_low, eps_high in _cases(ctx):
             kw = dict(anchor=cfg["anchor"], eps_low=eps_low, eps_high=eps_high,
                       tis_enabled=cfg.get("tis_enabled", False))
             rollout = case["rollout_logp"] if cfg.get("rollout") else None
@@ -78,12 +84,12 @@ def _check_loss(sub, oracle, ctx, config: str, salt: int):
 
 @visible
 def test_loss_anchor_old_matches_oracle(sub, oracle, ctx):
-    _check_loss(sub, oracle, ctx, "old", salt=102)
+    _check_loss(sub, oracle, ctx, "old")
 
 
 def test_loss_anchor_rollout_matches_oracle(sub, oracle, ctx):
-    _check_loss(sub, oracle, ctx, "rollout", salt=103)
+    _check_loss(sub, oracle, ctx, "rollout")
 
 
 def test_loss_old_with_tis_matches_oracle(sub, oracle, ctx):
-    _check_loss(sub, oracle, ctx, "old+tis", salt=104)
+    _check_loss(sub, oracle, ctx, "old+tis")
