@@ -89,6 +89,18 @@ class Ledger:
             "SELECT id, worker FROM submissions WHERE status = 'running'").fetchall()
             if name and host_of(name) == worker.pid]
 
+    def report(self, cluster: Cluster) -> str:
+        """For a failure's message: the database's busy sessions and their locks, the hosts' logs."""
+        busy = self.db.execute(
+            "SELECT a.client_addr, a.state, a.wait_event, left(a.query, 120), now() - a.xact_start, "
+            "(SELECT string_agg(l.locktype || ':' || l.mode || ':' || l.granted, ',') FROM pg_locks l "
+            "WHERE l.pid = a.pid AND l.locktype IN ('advisory', 'transactionid', 'tuple')) "
+            "FROM pg_stat_activity a WHERE a.client_addr IS NOT NULL AND a.state != 'idle'").fetchall()
+        hosts = {w.host.address: w.host.name for w in cluster.workers}
+        lines = [f"  {hosts.get(str(r[0]), r[0])}: {r[1:]}" for r in busy]
+        logs = [f"--- {w.host.name} (pid {w.pid}):\n{w.log(3000)}" for w in cluster.workers]
+        return "busy sessions:\n" + "\n".join(lines) + "\n" + "\n".join(logs)
+
     def wait_plotted(self, ids: list[str], timeout: float = 60) -> None:
         """Until each verdict lists its plots (drawn just after the verdict is stored)."""
         deadline = time.monotonic() + timeout
@@ -198,7 +210,8 @@ def test_a_host_cut_off_then_plugged_back_stores_nothing_for_what_was_taken_over
             rows = ledger.rows(held)
             if all(r["status"] == "done" for r in rows.values()):
                 break
-            assert time.monotonic() < deadline, f"the cut-off host's gradings were not taken over: {rows}"
+            assert time.monotonic() < deadline, \
+                f"the cut-off host's gradings were not taken over: {rows}\n{ledger.report(cluster)}"
             time.sleep(0.2)
         rows = ledger.wait_graded(ids, timeout=300)  # the rest, by the other host alone
         ledger.wait_plotted(held)  # the other host's plots, listed just after its verdict
