@@ -102,3 +102,29 @@ def test_an_older_procrastinate_s_schema_takes_the_scripts_since_its_version():
     names = [p.name for p in dispatch.scripts_since("3.3.0")]
     assert names and all(n.startswith("03.04.") for n in names) and names == sorted(names)
     assert dispatch.scripts_since(dispatch.procrastinate_version()) == []
+
+
+def test_a_process_killed_between_the_defer_and_the_commit_leaves_neither(postgres):
+    """A real crash at that point: the API process dies (SIGKILL) after the ticket is deferred
+    and before the commit; PostgreSQL rolls the transaction back, row and job together."""
+    import subprocess
+    import sys
+
+    url = postgres.fresh_database()
+    Store(url)  # migrated
+    code = f"""
+import os, signal
+from judge.service.store import Store
+store = Store({url!r})
+real = store.backend.queued
+def queued_then_die(db, sid):
+    real(db, sid)
+    os.kill(os.getpid(), signal.SIGKILL)
+store.backend.queued = queued_then_die
+store.add("a", "glm5_mis", "submit", "x", queue_max=10)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], timeout=60)
+    assert proc.returncode == -9
+    other = Store(url)
+    assert other.execute("SELECT count(*) FROM submissions").fetchone()[0] == 0
+    assert other.execute("SELECT count(*) FROM procrastinate_jobs").fetchone()[0] == 0

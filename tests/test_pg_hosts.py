@@ -156,6 +156,12 @@ def test_a_killed_host_s_gradings_are_finished_by_the_other(hosts):
                if e["kind"] == "status" and json.loads(e["data"]).get("retry")]
     assert len(retried) == len(held)
     assert retried[0]["at"] - (time.time() - (time.monotonic() - t_kill)) < STALL_S + 5  # seen in seconds
+    # the dead host's tickets (Procrastinate jobs "doing" on a worker without heartbeats) are
+    # retried by the survivor and consumed: none is left behind
+    deadline = time.monotonic() + STALL_S + 30
+    while store.execute("SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')").fetchone()[0]:
+        assert time.monotonic() < deadline, store.execute("SELECT id, status, args FROM procrastinate_jobs").fetchall()
+        time.sleep(0.5)
 
 
 def test_a_host_cut_off_then_back_completes_nothing_twice(hosts):
