@@ -118,13 +118,17 @@ def defer_mode(raw, mode: str, n: int = 1) -> None:
     raw.execute(DEFER_MODE, {"m": mode, "task": TASK, "p": PRIORITY[mode], "n": n})
 
 
+def missing(raw) -> dict[str, int]:
+    """Mode → how many tickets queued and running submissions lack (one snapshot; none is the
+    invariant, surplus tickets are harmless: they find nothing)."""
+    return {mode: n for mode, n in raw.execute(MISSING, (TASK,)).fetchall() if n > 0}
+
+
 def reconcile(raw) -> dict[str, int]:
     """Defer the tickets missing for queued submissions (the caller's write transaction): a
     ticket lost between a stalled host's retry and its late finish leaves its submission queued
-    with none. Surplus tickets are harmless (they find nothing); none missing is the invariant."""
-    out = {}
-    for mode, missing in raw.execute(MISSING, (TASK,)).fetchall():
-        if missing > 0:
-            defer_mode(raw, mode, missing)
-            out[mode] = missing
+    with none."""
+    out = missing(raw)
+    for mode, n in out.items():
+        defer_mode(raw, mode, n)
     return out

@@ -406,7 +406,10 @@ class Store:
 
     def reconcile_tickets(self) -> dict[str, int]:
         """Tickets missing for queued submissions, deferred now (PostgreSQL's dispatch); mode →
-        how many. A safety net: every transaction that queues a submission defers its ticket."""
+        how many. A safety net: every transaction that queues a submission defers its ticket.
+        The write lock is taken only when a first look (a plain read) finds some missing."""
+        if not self.backend.missing_tickets(self.db):
+            return {}
         with self.write() as db:
             return self.backend.reconcile(db)
 

@@ -125,6 +125,9 @@ class PostgresBackend:
         """One ticket of ``mode`` not tied to a submission (a stopping host gives its back)."""
         dispatch.defer_mode(db.raw, mode)
 
+    def missing_tickets(self, db: Connection) -> dict[str, int]:
+        return dispatch.missing(db.raw)
+
     def reconcile(self, db: Connection) -> dict[str, int]:
         """The tickets missing for queued submissions, deferred now (``dispatch.reconcile``)."""
         return dispatch.reconcile(db.raw)

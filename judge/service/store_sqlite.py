@@ -71,6 +71,9 @@ class SqliteBackend:
     def ticket(self, db: sqlite3.Connection, mode: str) -> None:
         """No dispatch queue on one host: the workers look at the store."""
 
+    def missing_tickets(self, db: sqlite3.Connection) -> dict[str, int]:
+        return {}
+
     def reconcile(self, db: sqlite3.Connection) -> dict[str, int]:
         return {}
 
