@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 from urllib.parse import parse_qs, quote
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from starlette.middleware.gzip import GZipMiddleware
@@ -36,7 +37,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from judge.service.guard import SUBMISSION_ID, ApiError, client_id, log
-from judge.service.routers.common import Service
+from judge.models import Verdict
+from judge.service.routers.common import Service, document_off_loop
 from judge.service.spec_html import SpecRenderError, render_spec
 
 HERE = Path(__file__).resolve().parent
@@ -45,6 +47,7 @@ BUNDLE = STATIC / "dist"  # built by scripts/build-web.sh (git-ignored)
 SESSION_COOKIE = "judge_session"
 NONCE_COOKIE = "judge_csrf"
 SESSION_SECONDS = 30 * 24 * 3600
+PLOTS_WAIT = 60.0  # seconds /pages/submissions/<id>/drawn waits for plots drawn after the verdict
 CSRF_HEADER = b"x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 PUBLIC_PREFIXES = ("/static/",)
@@ -345,6 +348,23 @@ def data_router(s: Service) -> APIRouter:
         rows = s.store.history(s.client(request), slug)
         return [{"id": x["id"], "mode": x["mode"], "status": x["status"], "verdict": x["outcome"],
                  "created_at": x["created_at"], "finished_at": x["finished_at"]} for x in rows]
+
+    @r.get("/submissions/{sid}/drawn")
+    async def drawn(sid: str, request: Request):
+        """The submission's document once its plots are drawn (they are kept just after the
+        verdict: ``artifacts_pending``), waiting up to ``PLOTS_WAIT`` seconds: the page asks
+        once, woken by the worker's notification, instead of polling the document."""
+        def look() -> tuple[dict, bool]:  # in a worker thread: the verdict may be large
+            row = s.owned(request, sid)
+            return row, bool(row["verdict"]) and Verdict.model_validate_json(row["verdict"]).artifacts_pending
+
+        with s.changes.watch(sid) as changed:  # before the read: plots kept during it are seen
+            row, pending = await run_in_threadpool(look)
+            deadline = time.monotonic() + PLOTS_WAIT
+            while pending and time.monotonic() < deadline:
+                await changed.wait(deadline - time.monotonic())
+                row, pending = await run_in_threadpool(look)
+        return Response(await document_off_loop(row), media_type="application/json")
 
     @r.get("/submissions/{sid}/code")
     def code(sid: str, request: Request):

@@ -4,10 +4,12 @@ pages beside the API's JSON routes, and each learner seeing only their own submi
 from __future__ import annotations
 
 import re
+import threading
 
 import pytest
 from fastapi.testclient import TestClient
 
+from judge.models import Artifact, Verdict
 from judge.service.app import create_app
 from judge.service.config import Config
 from judge.service.guard import client_id
@@ -162,3 +164,29 @@ def test_the_session_cookie_is_signed_and_expires():
     assert Signer(b"s" * 48, KEYS[1:]).key_of(cookie, now=1001.0) is None  # a key no longer served
     assert signer.csrf_ok("nonce-1234567890abcdef", signer.csrf("nonce-1234567890abcdef"))
     assert not signer.csrf_ok("nonce-1234567890abcdef", signer.csrf("other-1234567890abcdef"))
+
+
+def test_drawn_answers_once_the_plots_are_kept_and_only_to_the_owner(app):
+    """The page's one request for the plots: it waits while the verdict's plots are pending and
+    answers the document that lists them once the worker keeps them; another learner gets 404."""
+    store = app.app.state.store
+    sid = store.add(client_id(KEYS[0]), "glm5_mis", "run", "x = 1\n", queue_max=100)
+    store.claim("w1")
+    early = Verdict(exercise="glm5_mis", verdict="accepted", mode="run", seed=3, artifacts_pending=True)
+    store.finish(sid, early.model_dump_json(), "accepted", worker="w1")
+    late = early.model_copy(update={"artifacts_pending": False, "artifacts": [Artifact(
+        name="metrics.json", path=f"/submissions/{sid}/artifacts/metrics.json", size=2,
+        media_type="application/json")]})
+    kept = threading.Timer(0.5, store.add_artifacts, (sid, late.model_dump_json()), {"worker": "w1"})
+    kept.start()
+    try:
+        r = app.get(f"/pages/submissions/{sid}/drawn", headers={"Authorization": f"Bearer {KEYS[0]}"})
+    finally:
+        kept.join()
+    assert r.status_code == 200, r.text
+    v = r.json()["verdict"]
+    assert v["artifacts_pending"] is False and [a["name"] for a in v["artifacts"]] == ["metrics.json"]
+    again = app.get(f"/pages/submissions/{sid}/drawn", headers={"Authorization": f"Bearer {KEYS[0]}"})
+    assert again.status_code == 200 and again.json() == r.json()  # drawn already: at once
+    other = app.get(f"/pages/submissions/{sid}/drawn", headers={"Authorization": f"Bearer {KEYS[1]}"})
+    assert other.status_code == 404

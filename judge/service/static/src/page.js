@@ -73,6 +73,7 @@ function setBusy(busy) { $("run").disabled = busy; $("submit").disabled = busy; 
 async function send(mode) {
   if ($("run").disabled) return;
   setBusy(true);
+  showing = null;
   clear($("progress")); clear($("result")); clear($("plots")); clear($("metrics"));
   $("status").textContent = mode === "run" ? "Sending (Run)…" : "Sending (Submit)…";
   let resp;
@@ -128,7 +129,9 @@ function follow(id, mode) {
   };
 }
 
+let showing = null;  // the id of the submission whose result is on screen
 function show(doc) {
+  showing = doc.id;
   const v = doc.verdict;
   $("status").textContent = v ? `Done: ${v.verdict}.` : `Could not grade it: ${doc.message || doc.status}`;
   renderResult($("result"), doc);
@@ -137,14 +140,15 @@ function show(doc) {
   if (v) plotsWhenDrawn(doc);
 }
 
-// the plots are drawn just after the verdict: look again until they are listed
+// the plots are drawn just after the verdict: one request, answered once they are kept
 async function plotsWhenDrawn(doc) {
-  for (let wait = 100; doc.verdict.artifacts_pending && wait < 60000; wait *= 1.5) {
+  if (doc.verdict.artifacts_pending) {
     $("plots").textContent = "Drawing the plots…";
-    await new Promise((done) => setTimeout(done, wait));
-    const r = await fetch(`/submissions/${doc.id}`, { credentials: "same-origin" });
-    if (!r.ok) return;
+    const r = await fetch(`/pages/submissions/${doc.id}/drawn`, { credentials: "same-origin" }).catch(() => null);
+    if (!r || !r.ok) { $("plots").textContent = "Could not load the plots; reload to see them."; return; }
     doc = await r.json();
+    if (showing !== doc.id) return;  // another attempt is on screen now
+    if (doc.verdict.artifacts_pending) { $("plots").textContent = "The plots are not drawn yet; reload to see them."; return; }
   }
   if (lastDoc && lastDoc.id === doc.id) lastDoc = doc;
   await showPlots(doc);
