@@ -90,9 +90,18 @@ LOSS_SIZES = [
 ]
 
 
-def loss_case(g, B, L, V, k, dtype, i, pad=True):
-    """A batch for sc_policy_loss: dict of tensors (cast to dtype) plus mode/bounds kwargs."""
-    th, sh, log_p, log_q, ids = heads(g, (B, L), V, k, smooth=smooth_for(dtype, V, k))
+def loss_case(g, B, L, V, k, dtype, i, pad=True, pool=0):
+    """A batch for sc_policy_loss: dict of tensors (cast to dtype) plus mode/bounds kwargs.
+
+    ``pool`` > 0: the positions' distributions and heads are drawn for ``pool`` prefixes and each
+    position takes one at random (its token, mask and padding its own): the >= 16k-token batch,
+    whose inputs would otherwise cost more than the calls it checks."""
+    if pool:
+        drawn = heads(g, (pool,), V, k, smooth=smooth_for(dtype, V, k))
+        pick = torch.randint(0, pool, (B, L), generator=g)
+        th, sh, log_p, log_q, ids = (x[pick] for x in drawn)
+    else:
+        th, sh, log_p, log_q, ids = heads(g, (B, L), V, k, smooth=smooth_for(dtype, V, k))
     # The sampled token a ~ q at each position.
     a = sample(g, log_q).unsqueeze(-1)                                        # [B, L, 1]
     logp = log_p.gather(-1, a).squeeze(-1)

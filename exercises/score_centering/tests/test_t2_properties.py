@@ -19,7 +19,8 @@ import math
 
 import torch
 
-from judge.testing import Feedback, assert_close, assert_no_grad, batch, describe, leaf, sibling, visible
+from judge.testing import (Feedback, assert_close, assert_no_grad, batch, check_tensor, describe, leaf,
+                           sibling, visible)
 
 cases = sibling(__file__, "_cases")
 D = torch.float64
@@ -151,6 +152,12 @@ def test_tail_weight_alpha_prime(sub, ctx):
 BOUNDS = {"none": (0.0, 2.0), "tis": (0.7, 1.3), "mis": (0.6, 1.5)}
 
 
+def _no_grad_is_feedback(x, what):
+    """Feedback when the leaf ``x`` (train_head_logp, or the logits it is built from) got no gradient."""
+    if x.grad is None:
+        raise Feedback(f"{what}: no gradient reached train_head_logp (the result is detached from it)")
+
+
 @visible
 def test_gradient_identity_full_vocabulary_centering(sub, ctx):
     """-grad l = A (w_a s_a - mu_w) with mu_w the full-vocabulary weighted mean score under q_hat.
@@ -186,8 +193,11 @@ def test_gradient_identity_full_vocabulary_centering(sub, ctx):
                                     mode=mode, low=low, high=high)
             runs.append((mode, low, high, z0, log_q, ids, a, A, zc, correction, z, loss))
     for mode, low, high, z0, log_q, ids, a, A, zc, correction, z, loss in runs:
-        correction.value.sum().backward()                           # row r's gradient reaches z0[r] only
+        check_tensor(correction.value, what=f"sc_correction on heads of shape ({n}, {k}) (mode={mode!r})",
+                     shape=(n,)).sum().backward()                   # row r's gradient reaches z0[r] only
         loss.value.backward()
+        _no_grad_is_feedback(zc, f"sc_correction (mode={mode!r})")
+        _no_grad_is_feedback(z, f"sc_policy_loss (mode={mode!r})")
         for r in range(n):
             q = log_q[r].exp()
             mu = _full_centering(z0[r], q, ids[r], mode, low, high)
@@ -234,35 +244,37 @@ def test_whole_vocabulary_head_is_exact(sub, ctx):
 
 
 def test_eps_floors_keep_extremes_finite(sub, oracle, ctx):
-    """P_H = 1 exactly with Q_H = .8 (rho = .2/eps), P_H = 1 - 1e-12, and Q_H = 1 exactly with P_H = .6."""
+    """P_H = 1 exactly with Q_H = .8 (rho = .2/eps), P_H = 1 - 1e-12, and Q_H = 1 exactly with P_H = .6:
+    the three heads in one call per mode (leading shape [3]; each position's floors its own)."""
     rows = [
         ("P_H = 1 exactly, Q_H = 0.8", [0.5, 0.5], [0.5, 0.3]),
         ("P_H = 1 - 1e-12, Q_H = 0.8", [0.5, 0.5 - 1e-12], [0.5, 0.3]),
         ("Q_H = 1 exactly, P_H = 0.6", [0.3, 0.3], [0.5, 0.5]),
     ]
+    th0 = torch.tensor([p for _, p, _ in rows], dtype=D).log()           # [3, 2]
+    sh = torch.tensor([q for _, _, q in rows], dtype=D).log()
     runs = []
     with batch(sub) as b:
-        for what, p, q in rows:
-            th0, sh = torch.tensor(p, dtype=D).log(), torch.tensor(q, dtype=D).log()
-            for mode in ("none", "tis", "mis"):
-                low, high = (0.0, 2.0) if mode != "mis" else (0.5, 2.0)
-                th = leaf(th0)
-                runs.append((what, p, q, th0, sh, mode, low, high, th,
-                             b.sc_correction(th, sh, mode=mode, low=low, high=high)))
-    for what, p, q, th0, sh, mode, low, high, th, pending in runs:
-        c = pending.value
-        c.backward()
-        inputs = dict(p_head=torch.tensor(p, dtype=D), q_head=torch.tensor(q, dtype=D), mode=mode,
-                      low=low, high=high, eps=1e-6)
-        if not (math.isfinite(float(c.detach())) and bool(torch.isfinite(th.grad).all())):
-            raise Feedback(f"{what} (mode={mode!r}): the correction must stay finite thanks to the floors "
-                           f"rho = max(1 - Q_H, eps) / max(1 - P_H, eps); got c = {describe(c)}, "
-                           f"gradient {describe(th.grad)}")
-        assert_close(c, oracle.sc_correction(th0, sh, mode=mode, low=low, high=high),
-                     what=f"correction value with {what} (mode={mode!r}; both tail masses floored at eps)",
-                     inputs=inputs)
-        assert_close(th.grad, oracle.sc_coefficients(th0, sh, mode=mode, low=low, high=high),
-                     what=f"head coefficients with {what} (mode={mode!r})", inputs=inputs)
+        for mode in ("none", "tis", "mis"):
+            low, high = (0.0, 2.0) if mode != "mis" else (0.5, 2.0)
+            th = leaf(th0)
+            runs.append((mode, low, high, th, b.sc_correction(th, sh, mode=mode, low=low, high=high)))
+    for mode, low, high, th, pending in runs:
+        c = check_tensor(pending.value, what=f"sc_correction on heads of shape (3, 2) (mode={mode!r})", shape=(3,))
+        c.sum().backward()                                                # row r's gradient reaches th[r] only
+        _no_grad_is_feedback(th, f"sc_correction (mode={mode!r})")
+        for r, (what, p, q) in enumerate(rows):
+            inputs = dict(p_head=torch.tensor(p, dtype=D), q_head=torch.tensor(q, dtype=D), mode=mode,
+                          low=low, high=high, eps=1e-6)
+            if not (math.isfinite(float(c[r].detach())) and bool(torch.isfinite(th.grad[r]).all())):
+                raise Feedback(f"{what} (mode={mode!r}): the correction must stay finite thanks to the floors "
+                               f"rho = max(1 - Q_H, eps) / max(1 - P_H, eps); got c = {describe(c[r])}, "
+                               f"gradient {describe(th.grad[r])}")
+            assert_close(c[r], oracle.sc_correction(th0[r], sh[r], mode=mode, low=low, high=high),
+                         what=f"correction value with {what} (mode={mode!r}; both tail masses floored at eps)",
+                         inputs=inputs)
+            assert_close(th.grad[r], oracle.sc_coefficients(th0[r], sh[r], mode=mode, low=low, high=high),
+                         what=f"head coefficients with {what} (mode={mode!r})", inputs=inputs)
 
 
 def test_mis_endpoints_are_inclusive(sub, ctx):

@@ -19,7 +19,7 @@ Which test covers which class of mistake:
 - test_policy_loss_defaults_omitted: mode, bounds and eps omitted where each default matters.
 - test_mode_none_ignores_bounds: with mode="none" invalid bounds neither raise nor matter.
 - test_large_batch_matches_reference: one batch with B * L >= 16384 (its sides, V and k drawn per
-  seed) against the vectorised reference. ((B, L) drawn per seed, 1 x 1, 1 x L, B x 1, k = 1 ... V
+  seed; each position's prefix one of 1024 drawn) against the vectorised reference. ((B, L) drawn per seed, 1 x 1, 1 x L, B x 1, k = 1 ... V
   and every mask encoding against the oracle: test_t1_oracle.test_loss_random.)
 """
 
@@ -243,11 +243,11 @@ def test_validation_with_empty_masks(sub):
         expect_raises(ValueError, pending.get, what=what)
 
 
-def _drawn(g, B, L, i, max_v=9):
+def _drawn(g, B, L, i, max_v=9, pool=0):
     dtype = shared.DTYPES[i % 2]
     V = int(torch.randint(2, max_v + 1, (), generator=g))
     k = int(torch.randint(1, V + 1, (), generator=g))
-    t, kw = cases.loss_case(g, B, L, V, k, dtype, i)
+    t, kw = cases.loss_case(g, B, L, V, k, dtype, i, pool=pool)
     t["mask"] = shared.as_mask(t["mask"] != 0, shared.MASK_KINDS[i % len(shared.MASK_KINDS)])
     return t, kw
 
@@ -266,7 +266,7 @@ def _check(trusted, grads, t, kw, logp, head, loss, label):
 def test_large_batch_matches_reference(sub, ref, ctx):
     g = ctx.generator(303)
     B, L = shared.shapes(g)[-1]
-    t, kw = _drawn(g, B, L, int(torch.randint(0, 6, (), generator=g)), max_v=5)
+    t, kw = _drawn(g, B, L, int(torch.randint(0, 6, (), generator=g)), max_v=5, pool=1024)
 
     def grads(t, kw):
         x, h = leaf(t["logp"]), leaf(t["train_head_logp"])
