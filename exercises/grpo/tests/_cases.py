@@ -13,8 +13,9 @@ CLIPS = ((0.2, 0.2), (0.2, 0.28), (0.1, 0.3), (0.3, 0.1))
 EPS_CHOICES = (None, 0.1, 0.5, 1e-3)          # None: the default eps=1e-6
 
 
-def advantage_cases(g: torch.Generator, limit: int | None = None):
-    """Yield (rewards, group_size, kwargs) from small to large.
+def advantage_cases(g: torch.Generator, limit: int | None = None, start: int = 0):
+    """Yield (rewards, group_size, kwargs) from small to large (shapes number ``start`` to
+    ``limit``; case k is drawn as in the full sweep, its dtype, kind and keywords by its number).
 
     Rewards are binary (constant groups happen often), halves, or continuous; float32 cases
     only use values whose group means are exact, so a constant group must give exactly 0.
@@ -22,6 +23,8 @@ def advantage_cases(g: torch.Generator, limit: int | None = None):
     shapes = [(1, 1), (2, 1), (1, 2), (2, 2), (3, 1), (1, 3), (2, 3), (3, 2), (1, 4), (2, 4),
               (3, 4), (2, 8), (4, 4), (3, 8), (5, 6)]   # (n_groups, G)
     for k, (n_groups, G) in enumerate(shapes[:limit]):
+        if k < start:
+            continue
         N = n_groups * G
         kind = k % 3
         dtype = torch.float64 if k % 2 == 0 else torch.float32
@@ -41,8 +44,10 @@ def advantage_cases(g: torch.Generator, limit: int | None = None):
         yield r.to(dtype), G, kwargs
 
 
-def loss_cases(g: torch.Generator, limit: int | None = None):
-    """Yield (logp, old_logp, advantages, mask, kwargs) from small to large.
+def loss_cases(g: torch.Generator, limit: int | None = None, start: int = 0):
+    """Yield (logp, old_logp, advantages, mask, kwargs) from small to large (shapes number
+    ``start`` to ``limit``; each case drawn as in the full sweep, its dtype, clips, mask, fill and
+    aggregation by its number).
 
     Covers B != L and B == L, float32 and float64, bool and float masks, both aggregations,
     asymmetric clips, empty responses, zero advantages, and padding filled with NaN / ±inf /
@@ -51,6 +56,8 @@ def loss_cases(g: torch.Generator, limit: int | None = None):
     shapes = [(1, 1), (1, 3), (2, 2), (3, 1), (2, 5), (3, 3), (4, 2), (3, 7), (5, 5), (4, 8),
               (6, 3), (8, 8)]
     for k, (B, L) in enumerate(shapes[:limit]):
+        if k < start:
+            continue
         for dtype in (torch.float64, torch.float32):
             j = 2 * k + (dtype == torch.float32)
             clip_low, clip_high = CLIPS[j % len(CLIPS)]
