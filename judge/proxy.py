@@ -85,6 +85,15 @@ class _State:
         self.proxy, self.handle, self.fn = proxy, handle, fn
         self.outputs, self.diff_mask, self.inputs = outputs, diff_mask, inputs
         self.eager = eager  # for a scalar output: the gradients for d(output) = 1, sent with the result
+        # (output gradients sent, the child's answer: gradients or the exception to raise) of a
+        # backward pass asked for ahead (``prefetch_backward``), until autograd asks for it
+        self.prefetched: tuple[list[torch.Tensor], Any] | None = None
+
+    def output_grads(self, grad_outputs) -> list[torch.Tensor]:
+        """The gradients the child is sent for autograd's ``grad_outputs`` (one per output; None
+        is zero): one per differentiable output."""
+        return [g if g is not None else torch.zeros_like(o)
+                for g, o, d in zip(grad_outputs, self.outputs, self.diff_mask) if d]
 
 
 class _Bridge(torch.autograd.Function):
@@ -100,13 +109,53 @@ class _Bridge(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grad_outputs: torch.Tensor):
         state: _State = ctx.state
-        grads = [g if g is not None else torch.zeros_like(o)
-                 for g, o, d in zip(grad_outputs, state.outputs, state.diff_mask) if d]
+        grads = state.output_grads(grad_outputs)
+        ahead, state.prefetched = state.prefetched, None
         if state.eager is not None and len(grads) == 1 and grads[0].numel() == 1:
             got = [None if e is None else e * grads[0].reshape(()) for e in state.eager]
+        elif ahead is not None and _same(ahead[0], grads):  # asked for these very gradients ahead
+            if isinstance(ahead[1], BaseException):
+                raise ahead[1]
+            got = ahead[1]
         else:
             got = state.proxy._backward(state, grads)
         return (None, *got)
+
+
+def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    """The same output gradients, bit for bit (a prefetched answer is used only for those)."""
+    return len(a) == len(b) and all(x.dtype == y.dtype and torch.equal(x, y) for x, y in zip(a, b))
+
+
+def prefetch_backward(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """Ask the sandbox now, in one round trip, for the backward passes that
+    ``torch.autograd.backward([out...], [grad...])`` will need of submission outputs: each
+    ``out`` that is itself a sandboxed call's output (not a view or a function of one), whose
+    call kept its graph, gets its call's backward pass for ``grad`` (zeros for the call's other
+    outputs). Autograd then finds each answer waiting (``_Bridge.backward`` uses it only for
+    exactly the gradients it would send, else asks again), so k outputs cost one wait instead of
+    k. Anything else in ``pairs`` is left to autograd as it is."""
+    asked: dict[int, tuple[_State, list[torch.Tensor]] | None] = {}
+    for out, grad in pairs:
+        node = getattr(out, "grad_fn", None)
+        state = getattr(node, "state", None)
+        if not isinstance(state, _State) or not isinstance(grad, torch.Tensor) or state.eager is not None:
+            continue
+        if id(state) in asked:  # two outputs of one call: autograd sums them, asked for then
+            asked[id(state)] = None
+            continue
+        outs = [torch.zeros_like(o) for o in state.outputs]
+        if not (0 <= out.output_nr < len(outs)) or grad.shape != out.shape:
+            continue
+        outs[out.output_nr] = grad.detach().to(out.dtype)
+        asked[id(state)] = (state, state.output_grads(outs))
+    by_proxy: dict[int, list[tuple[_State, list[torch.Tensor]]]] = {}
+    for entry in asked.values():
+        if entry is not None:
+            by_proxy.setdefault(id(entry[0].proxy), []).append(entry)
+    for entries in by_proxy.values():
+        if len(entries) > 1:  # one backward pass asks nothing ahead of autograd
+            entries[0][0].proxy._prefetch(entries)
 
 
 class _Encoded:
@@ -350,12 +399,49 @@ class SubmissionProxy:
         header = {"op": "backward", "handle": state.handle, "grads": wire.encode(grads, blobs)}
         msg = self._job.request(header, blobs, during=f"the backward pass of {state.fn}",
                                 expect=replies.BACKWARD)
+        return self._backward_answer(state, msg)
+
+    def _backward_answer(self, state: _State, msg: wire.Message) -> list[torch.Tensor | None]:
+        """The gradients of a backward pass's reply, or what its submission raised."""
         if not msg.header.get("ok"):
             self._raise(f"{state.fn} (backward)", msg.header.get("exc") or {})
         got = self._checked_grads(state.fn, msg, state.inputs, key="grads")
         if got is None:
             raise Feedback(f"the backward pass of {state.fn} returned malformed gradients")
         return got
+
+    def _prefetch(self, entries: list[tuple[_State, list[torch.Tensor]]]) -> None:
+        """Send every backward pass of ``entries`` ((state, output gradients)) without waiting,
+        then read the answers in order into each state's ``prefetched`` (see
+        ``prefetch_backward``); an answer that is the submission's exception is kept to be
+        raised where autograd asks for it. A failure that ends the grading (time, memory, exit,
+        a malformed reply) is raised at once, as it would be for the first of them."""
+        self.settle()
+        self.round_trips += 1
+        answered = [0]
+        sent_at: list[float] = []
+
+        def read_one() -> bool:  # the child's input is full: read an answer it owes
+            i = answered[0]
+            if i >= len(sent_at):
+                return False
+            state, grads = entries[i]
+            msg = self._job.reply(during=f"the backward pass of {state.fn}", since=sent_at[i],
+                                  expect=replies.BACKWARD)
+            answered[0] += 1
+            try:  # a SubmissionFailure (a BaseException) ends the grading here and now
+                state.prefetched = (grads, self._backward_answer(state, msg))
+            except Exception as e:  # noqa: BLE001 - raised where autograd asks for this pass
+                state.prefetched = (grads, e)
+            return True
+
+        for state, grads in entries:
+            blobs: list[bytes] = []
+            header = {"op": "backward", "handle": state.handle, "grads": wire.encode(grads, blobs)}
+            self._job.send(header, blobs, during=f"the backward pass of {state.fn}", drain=read_one)
+            sent_at.append(time.monotonic())
+        while read_one():
+            pass
 
     def _checked_grads(self, fn: str, msg: wire.Message, inputs: list[torch.Tensor],
                        key: str = "eager") -> list[torch.Tensor | None] | None:

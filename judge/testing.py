@@ -356,6 +356,28 @@ class _LocalBatch:
         return None
 
 
+def backward_all(pairs: Any) -> None:
+    """``out.backward(grad)`` for every ``(out, grad)`` pair, as one backward pass: the leaves'
+    gradients accumulate as those calls one after the other would leave them (a graph two of
+    them share is walked once). Through the sandbox the submission's backward passes for every
+    ``out`` that a call returned as it is (not a slice or a function of it) go out together, one
+    round trip instead of one per output (``judge.proxy.prefetch_backward``); a scalar loss's
+    gradient already came with its value. In-process it is ``torch.autograd.backward``.
+
+    ::
+
+        ys = [pending.value for pending in queued]        # each [N, D] on the graph
+        backward_all([(y, probe) for y in ys])            # one wait for every VJP
+    """
+    pairs = [(out, grad) for out, grad in pairs]
+    if not pairs:
+        return
+    from judge.proxy import prefetch_backward  # the proxy imports this module
+
+    prefetch_backward(pairs)
+    torch.autograd.backward([out for out, _ in pairs], [grad for _, grad in pairs])
+
+
 def assert_no_grad(t: torch.Tensor, *, what: str) -> None:
     """Fail unless the frozen input ``t`` received no gradient (None or all zeros)."""
     g = t.grad

@@ -9,7 +9,8 @@ import torch
 from judge.errors import RemoteException, SubmissionFailure
 from judge.exercise import Function, Limits
 from judge.proxy import SubmissionProxy
-from judge.testing import Feedback, batch, expect_raises
+from judge.proxy import prefetch_backward
+from judge.testing import Feedback, backward_all, batch, expect_raises
 
 SOURCE = '''
 import torch
@@ -73,6 +74,18 @@ def fill(buf, value):                # declared as writing `buf` (exercise.toml:
 def layout(x):                       # what the child received: strides and contiguity
     return torch.tensor(list(x.stride()) + [int(x.is_contiguous())])
 
+class _Refuses(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        raise ValueError("no gradient today")
+
+def bad_backward(x):                 # its backward pass raises in the child
+    return _Refuses.apply(x)
+
 def unflag(x, y):                    # flips requires_grad on both inputs
     x.requires_grad_(False)
     y.requires_grad_(True)
@@ -80,7 +93,7 @@ def unflag(x, y):                    # flips requires_grad on both inputs
 '''
 NAMES = ["scale_sum", "double", "frozen", "detached", "own_leaf", "mutate", "raise_value_error",
          "as_float", "as_numpy", "as_subclass", "pair", "exits", "mutate_view", "resize",
-         "second_only", "fill", "layout", "unflag"]
+         "second_only", "fill", "layout", "unflag", "bad_backward"]
 SIGNATURES = {"mutate": "mutate(x) -> Tensor", "second_only": "second_only(x, y) -> Tensor",
               "fill": "fill(buf, value) -> Tensor", "unflag": "unflag(x, y) -> Tensor"}
 
@@ -375,3 +388,51 @@ def test_a_batch_keeps_nothing_of_the_calls_it_has_answered(sub):
     assert b.calls[:3] == [None] * 3 and all(c is not None for c in b.calls[3:])
     assert [p.value[0].item() for p in pending] == [0.0, 2.0, 4.0, 6.0, 8.0]
     assert b.calls == [None] * 5
+
+
+def test_backward_all_asks_for_every_vector_output_in_one_round_trip(sub):
+    xs = [torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64, requires_grad=True) for _ in range(3)]
+    with batch(sub) as b:
+        queued = [b.double(x) for x in xs]
+    ys = [q.value for q in queued]
+    probes = [torch.tensor([1.0, 0.5, -1.0], dtype=torch.float64) * (k + 1) for k in range(3)]
+    before = sub.round_trips
+    backward_all(list(zip(ys, probes)))
+    assert sub.round_trips == before + 1  # one wait for three backward passes
+    for x, p in zip(xs, probes):
+        assert x.grad.tolist() == (2 * p).tolist()
+
+
+def test_backward_all_leaves_what_it_cannot_ask_ahead_to_autograd(sub):
+    # a slice of an output, and an output that also reaches the loss through another path (its
+    # gradient is not the one asked ahead): still the gradients of one backward pass, those
+    # two asked for when autograd needs them
+    x, v, z = (torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True) for _ in range(3))
+    with batch(sub) as b:
+        y, u, w = b.double(x), b.double(v), b.double(z)
+    y, u, w = y.value, u.value, w.value
+    p = torch.tensor([1.0, -1.0], dtype=torch.float64)
+    before = sub.round_trips
+    backward_all([(y[:1], p[:1]), (u, p), (w, p), (w * 3, p)])
+    assert x.grad.tolist() == [2.0, 0.0] and v.grad.tolist() == [2.0, -2.0] and z.grad.tolist() == [8.0, -8.0]
+    assert sub.round_trips == before + 3  # u and w asked ahead together; w and y again, one each
+
+
+def test_a_prefetched_backward_pass_is_used_only_for_the_gradients_it_was_asked_for(sub):
+    xs = [torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True) for _ in range(2)]
+    ys = [sub.double(x) for x in xs]
+    prefetch_backward([(y, torch.ones(2, dtype=torch.float64)) for y in ys])
+    before = sub.round_trips
+    ys[0].backward(torch.tensor([5.0, 7.0], dtype=torch.float64))  # not what was asked ahead
+    assert xs[0].grad.tolist() == [10.0, 14.0] and sub.round_trips == before + 1
+    ys[1].backward(torch.ones(2, dtype=torch.float64))  # what was asked: no wait
+    assert xs[1].grad.tolist() == [2.0, 2.0] and sub.round_trips == before + 1
+
+
+def test_a_backward_pass_that_raises_ahead_raises_where_autograd_asks(sub):
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    z = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    bad, good = sub.bad_backward(x), sub.double(z)
+    with pytest.raises(ValueError, match="no gradient today"):
+        backward_all([(good, torch.ones(2, dtype=torch.float64)), (bad, torch.ones(2, dtype=torch.float64))])
+    assert sub.double(z).tolist() == [2.0, 4.0]  # the job still answers

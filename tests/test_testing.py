@@ -143,3 +143,20 @@ def test_all_close_pairs_every_special_value_as_torch_does():
                     a, e = x.repeat(n), y.repeat(n)
                     assert all_close(a, e, rtol=1e-9, atol=1e-12, equal_nan=equal_nan) == \
                         torch.allclose(a, e, rtol=1e-9, atol=1e-12, equal_nan=equal_nan), (float(x), float(y))
+
+
+def test_backward_all_accumulates_as_backward_calls_one_after_the_other():
+    from judge.testing import backward_all
+
+    x = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64, requires_grad=True)
+    y = torch.tensor([3.0, 1.0], dtype=torch.float64, requires_grad=True)
+    outs = [x * 2, x.exp(), torch.outer(y, x)]
+    grads = [torch.tensor([1.0, 0.0, -1.0], dtype=torch.float64), torch.ones(3, dtype=torch.float64),
+             torch.tensor([[1.0, 2.0, 3.0], [0.0, -1.0, 1.0]], dtype=torch.float64)]
+    backward_all(list(zip(outs, grads)))
+    got_x, got_y = x.grad.clone(), y.grad.clone()
+    x.grad, y.grad = None, None
+    for o, g in zip([x * 2, x.exp(), torch.outer(y, x)], grads):
+        o.backward(g)
+    assert torch.allclose(got_x, x.grad, rtol=1e-15, atol=0) and torch.equal(got_y, y.grad)
+    backward_all([])  # nothing to do

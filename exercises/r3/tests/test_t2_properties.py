@@ -18,7 +18,7 @@ import math
 import torch
 
 from judge import cases as shared
-from judge.testing import Feedback, assert_close, batch, check_tensor, describe, leaf, sibling, visible
+from judge.testing import Feedback, assert_close, backward_all, batch, check_tensor, describe, leaf, sibling, visible
 
 cases = sibling(__file__, "_cases")
 
@@ -45,17 +45,21 @@ def test_hand_checked_case(sub, ctx):
             gates = [b.replay_gates(u, idx, score_function=sf) for sf in ("softmax", "sigmoid")]
             ul = leaf(u)
             runs.append((dtype, x, u, idx, w, gates, ul, b.moe_replay_forward(x, ul, idx, w)))
-    for dtype, x, u, idx, w, gates, ul, pending in runs:
+    ys = [pending.value for *_, pending in runs]
+    backward_all([(cases.on_graph(y, "moe_replay_forward (hand-checked case)"),
+                   torch.tensor([[1.0, 0.0]], dtype=run[0])) for y, run in zip(ys, runs)
+                  if isinstance(y, torch.Tensor) and tuple(y.shape) == (1, 2)])  # others fail below
+    for (dtype, x, u, idx, w, gates, ul, pending), y in zip(runs, ys):
         inputs = {"router_logits": u, "expert_idx": idx}
         for (sf, want), gate in zip((("softmax", [[0.75, 0.25]]), ("sigmoid", [[0.6, 0.4]])), gates):
             got = check_tensor(gate.value, what=f"replay_gates({sf})",
                                shape=(1, 2), dtype=dtype)
             assert_close(got, torch.tensor(want, dtype=torch.float64), what=f"replay_gates({sf}) hand-checked",
                          inputs=inputs)
-        y = pending.value
         assert_close(y, torch.tensor([[1.75, 1.25]], dtype=torch.float64), what="moe_replay_forward hand-checked",
                      inputs={"x": x, **inputs, "expert_weight": w})
-        cases.backward(y, torch.tensor([[1.0, 0.0]], dtype=dtype), "moe_replay_forward (hand-checked case)")
+        if ul.grad is None:
+            raise Feedback("moe_replay_forward (hand-checked case): router_logits received no gradient (None)")
         assert_close(ul.grad, torch.tensor([[-0.1875, 0.1875, 0.0]], dtype=torch.float64),
                      what="d y[0] / d router_logits (hand-checked; the unrecorded expert 2 gets 0)",
                      inputs={"x": x, **inputs, "expert_weight": w})
@@ -78,10 +82,15 @@ def test_finite_differences_match_closed_form(sub, ctx):
             blocks = 1 + 2 * k
             runs.append((salt, sf, x, u, idx, w, ul,
                          b.moe_replay_forward(x.repeat(blocks, 1), stacked, idx.repeat(blocks, 1), w, score_function=sf)))
-    for salt, sf, x, u, idx, w, ul, pending in runs:
+    outs = [check_tensor(pending.value, what=f"moe_replay_forward({sf}) on {(1 + 2 * k) * n} rows",
+                         shape=((1 + 2 * k) * n, d_out)) for salt, sf, x, u, idx, w, ul, pending in runs]
+    # autograd through the submission, the first block's rows (one backward pass for both score functions)
+    probes = [torch.randn(n, d_out, generator=ctx.generator(20 + salt), dtype=torch.float64) for salt, *_ in runs]
+    backward_all([(cases.on_graph(out, f"moe_replay_forward({run[1]})"),
+                   torch.cat([probe, torch.zeros(2 * k * n, d_out, dtype=torch.float64)]))
+                  for out, probe, run in zip(outs, probes, runs)])
+    for (salt, sf, x, u, idx, w, ul, pending), out, probe in zip(runs, outs, probes):
         closed = cases.dy_du64(x, u, idx, w, sf)  # [N, k, D_out]
-        out = check_tensor(pending.value, what=f"moe_replay_forward({sf}) on {(1 + 2 * k) * n} rows",
-                           shape=((1 + 2 * k) * n, d_out))
         ys = out.detach().double().reshape(1 + 2 * k, n, d_out)
         for c in range(k):
             fd = (ys[1 + 2 * c] - ys[2 + 2 * c]) / (2 * h)
@@ -89,9 +98,7 @@ def test_finite_differences_match_closed_form(sub, ctx):
                          what=f"finite-difference dy/du at the recorded expert in column {c} ({sf}); expected "
                               f"g_j (E_j(x) - y)" + (" (1 - sigmoid(u_j))" if sf == "sigmoid" else ""),
                          inputs={"x": x, "router_logits": u, "expert_idx": idx, "expert_weight": w})
-        # autograd through the submission agrees with the same closed form (the first block's rows)
-        probe = torch.randn(n, d_out, generator=ctx.generator(20 + salt), dtype=torch.float64)
-        cases.backward(out[:n], probe, f"moe_replay_forward({sf})")
+        # autograd through the submission agrees with the same closed form
         if ul.grad is None:
             raise Feedback(f"moe_replay_forward({sf}): router_logits received no gradient (None)")
         want = torch.zeros(n, e, dtype=torch.float64).scatter_(1, idx, torch.einsum("nko,no->nk", closed, probe))
@@ -113,8 +120,10 @@ def test_gradients_reach_x_and_only_selected_experts(sub, ctx):
                 xl, ul, wl = leaf(x), leaf(u), leaf(w)
                 runs.append((dtype, x, u, w, idx, probe, sf, xl, ul, wl,
                              b.moe_replay_forward(xl, ul, idx, wl, score_function=sf)))
+    outs = [cases.on_graph(pending.value, f"moe_replay_forward({sf}, {dtype})")
+            for dtype, x, u, w, idx, probe, sf, xl, ul, wl, pending in runs]
+    backward_all([(y, run[5]) for y, run in zip(outs, runs)])  # each run's leaves are its own
     for dtype, x, u, w, idx, probe, sf, xl, ul, wl, pending in runs:
-        cases.backward(pending.value, probe, f"moe_replay_forward({sf}, {dtype})")
         gates = cases.gates64(u, idx, sf)  # [N, k]
         p = probe.double()
         want_x = torch.einsum("nk,nkdo,no->nd", gates, w.double()[idx], p)
