@@ -1,12 +1,12 @@
 """The judge's fast path for cispo's T3 toy (the learner's experiment.py is the plain loop).
 
 T3 checks the submission's lanes along the reference's: ``run(experiment, sub, out_dir,
-guide=trajectory(experiment, ref))`` makes every step's calls at the reference's weights, all 30
-steps in one batch (one round trip to the sandbox instead of 30, 64 calls instead of 120), with the judge's side of
-every step (sampling, log-probs, advantages, statistics, the gradient steps) computed for all
-steps at once; each step is checked against the reference's next weights, and lanes that stray
-are trained step by step (``experiment._train``), so the metrics are always those of the plain
-loop. tests/test_experiments.py checks that they are.
+guide=trajectory(experiment, ref))`` makes its calls at the reference's weights, all 30 steps in
+one batch (one round trip to the sandbox instead of 30), with the judge's side of every step
+(sampling, log-probs, advantages, statistics, the gradient steps) computed for all steps at
+once; each step is checked against the reference's next weights, and lanes that stray are
+trained step by step (``experiment._train``), so the metrics are always those of the plain loop.
+tests/test_experiments.py checks that they are.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ STEP_ATOL = 1e-12  # a guided step lands this close to the reference's next logi
 
 def run(experiment, impl, out_dir=None, seed: int = 0, guide=None) -> dict:
     """``experiment.run(impl, out_dir, seed)``, its lanes checked along ``guide`` (the reference's
-    ``trajectory``) with all steps' calls in one batch, and trained step by step only if they stray."""
+    ``trajectory``) with all its calls in one batch, and trained step by step only if they stray."""
     def train(impl, z0, g):
         made = train_guided(experiment, impl, z0, g, guide) if guide is not None else None
         return made if made is not None else experiment._train(impl, z0, g)
@@ -92,21 +92,27 @@ def train_guided(experiment, impl, z0: torch.Tensor, g: torch.Generator, guide: 
 
     Each step's calls need the weights the step starts from. Along the reference's lanes those
     are known in advance, so every step's inputs are made at once from the guide's weights and
-    the step's common random numbers (drawn in the plain loop's order), and all the calls go out
-    in one batch: per step, each anchor's loss with the plain loop's arguments (the loss values
-    are metrics, so each step keeps its own call); the weights, elementwise by the spec, in one
-    call per anchor over every step's rows, [STEPS * K * B, L], plus step 0's own call, which
-    must give the same rows (weights that depend on the batch they come in are trained step by
-    step). Then one backward pass gives every step's gradient ((loss * K) per call, as the plain
-    loop's), and each step
-    z_t - LR * grad(z_t) is checked against the reference's z_{t+1} (``STEP_ATOL``). When every
-    step lands there, the lanes ``experiment._train`` would train are these: they start at z0
-    and each step lands where the reference's does, to within rounding (an action drawn at a
-    weight ~1e-12 away would flip only for a uniform that close to a CDF step: its lane would then
-    stray, and be trained step by step). The statistics and the history are the submission's own:
-    its weights, its loss values, its steps. Anything else (a stray step, a raise, an answer of
-    another shape, type or dtype) returns None, and the lanes are trained step by step, which
-    also says what went wrong; the generator is then where the plain loop expects it.
+    the step's common random numbers (drawn in the plain loop's order), and the calls go out in
+    one batch, per anchor:
+
+    - each step's loss, with the plain loop's arguments detached: its value is a metric
+      (loss - REINFORCE), so each step keeps its own call;
+    - one loss over every step's rows, [STEPS * K * B, L], for the gradient: rows meet only in
+      the token-mean, so step t's gradient is this one's times sum_t N_t / N_t (N_t: step t's
+      valid tokens), to within rounding; a loss whose rows meet otherwise strays;
+    - the weights, elementwise by the spec, in one call over every step's rows, and step 0's own
+      call, which must give the same rows (weights that depend on the batch they come in are
+      trained step by step).
+
+    Each step z_t - LR * grad(z_t) is then checked against the reference's z_{t+1}
+    (``STEP_ATOL``). When every step lands there, the lanes ``experiment._train`` would train are
+    these: they start at z0 and each step lands where the reference's does, to within rounding
+    (an action drawn at a weight ~1e-12 away would flip only for a uniform that close to a CDF
+    step: its lane would then stray, and be trained step by step). The statistics and the history
+    are the submission's own: its weights, its loss values, its steps. Anything else (a stray
+    step, a raise, an answer of another shape, type or dtype) returns None, and the lanes are
+    trained step by step, which also says what went wrong; the generator is then where the plain
+    loop expects it.
     """
     x = experiment
     T, A = x.STEPS, len(x.ANCHORS)
@@ -118,35 +124,40 @@ def train_guided(experiment, impl, z0: torch.Tensor, g: torch.Generator, guide: 
     valid = torch.stack([d.valid for d in draws])            # [T, B, L]
     lengths = torch.stack([d.lengths for d in draws])        # [T, B]
     made = [_inputs(x, guide[a], u, valid, lengths) for a in range(A)]
-    steps_logp = [logp.unbind(0) for _, logp, _, _ in made]  # [A][T]: one backward node per anchor
+    rows = x.K * x.B
     try:
-        calls, whole = [], []                                # [T][A]: (logp, anchor_logp, adv, loss); [A]
+        calls, whole = [], []           # [T][A]: (logp, anchor_logp, adv, loss, w, old_logp); [A]: (w, loss)
         with batch(impl) as b:
             for t, draw in enumerate(draws):
                 step = []
-                for a, (anchor, (z, logp, rollout_logp, adv)) in enumerate(zip(x.ANCHORS, made)):
-                    lp = steps_logp[a][t]
-                    old_logp = lp.detach().clone()           # fresh recompute, detached
-                    loss = b.cispo_loss(lp, old_logp, adv[t], draw.mask, rollout_logp=rollout_logp[t],
-                                        anchor=anchor, eps_low=x.EPS_LOW, eps_high=x.EPS_HIGH)
+                for anchor, (z, logp, rollout_logp, adv) in zip(x.ANCHORS, made):
+                    lp = logp[t].detach()
+                    old_logp = lp.clone()                    # fresh recompute, detached
+                    with torch.no_grad():                    # the step's loss value: a metric
+                        loss = b.cispo_loss(lp, old_logp, adv[t], draw.mask, rollout_logp=rollout_logp[t],
+                                            anchor=anchor, eps_low=x.EPS_LOW, eps_high=x.EPS_HIGH)
                     anchor_logp = old_logp if anchor == "old" else rollout_logp[t]
                     first = _weights(x, b, lp, anchor_logp, draw.mask) if t == 0 else None
-                    step.append((lp, anchor_logp, adv[t], loss, first))
+                    step.append((lp, anchor_logp, adv[t], loss, first, old_logp))
                 calls.append(step)
             mask = torch.cat([d.mask for d in draws])        # [T*K*B, L]
-            for a, (_, logp, _, _) in enumerate(made):       # every step's weights in one call
-                anchor_logp = torch.cat([step[a][1] for step in calls])
-                whole.append(_weights(x, b, logp.reshape(T * x.K * x.B, x.L), anchor_logp, mask))
+            for a, (anchor, (z, logp, rollout_logp, adv)) in enumerate(zip(x.ANCHORS, made)):
+                flat = logp.reshape(T * rows, x.L)               # [T*K*B, L], on z's graph
+                grad_loss = b.cispo_loss(flat, torch.cat([step[a][5] for step in calls]), adv.reshape(T * rows),
+                                         mask, rollout_logp=rollout_logp.reshape(T * rows, x.L), anchor=anchor,
+                                         eps_low=x.EPS_LOW, eps_high=x.EPS_HIGH)
+                whole.append((_weights(x, b, flat, torch.cat([step[a][1] for step in calls]), mask), grad_loss))
         # the ratios the statistics compare the weights with, while the submission computes: from
         # the inputs as the calls got them (the plain loop's are as sent too when it reads them)
         with torch.no_grad():
-            ratio = torch.stack([torch.stack([torch.exp(c[0].detach() - c[1]) for c in step]) for step in calls])
+            ratio = torch.stack([torch.stack([torch.exp(c[0] - c[1]) for c in step]) for step in calls])
         losses = [[check_tensor(c[3].value, what="cispo_loss", shape=()) for c in step] for step in calls]
-        # one backward for every call: d/d loss is K for each, as (loss * K).backward() gives
-        (torch.stack([loss for step in losses for loss in step]).sum() * x.K).backward()
-        rows = x.K * x.B
+        n_valid = torch.tensor([float(d.n_valid) for d in draws], dtype=x.DTYPE)   # [T], one lane's tokens
+        for _, grad_loss in whole:
+            # d (stacked loss) / d z_t is step t's (loss * K) gradient times n_t / (K * sum_t n_t)
+            check_tensor(grad_loss.value, what="cispo_loss", shape=()).backward()
         weights = []                                         # [A]: [T, K*B, L]
-        for a, pending in enumerate(whole):
+        for a, (pending, _) in enumerate(whole):
             w, w0 = pending.value, calls[0][a][4].value
             if not (_plain(x, w, (T * rows, x.L)) and _plain(x, w0, (rows, x.L)) and w.dtype == w0.dtype
                     and torch.allclose(w[:rows], w0, rtol=1e-12, atol=0.0, equal_nan=True)):
@@ -155,15 +166,16 @@ def train_guided(experiment, impl, z0: torch.Tensor, g: torch.Generator, guide: 
         weights = [[weights[a][t] for a in range(A)] for t in range(T)]
         trainers = []
         for a, (anchor, (z, *_)) in enumerate(zip(x.ANCHORS, made)):
-            steps = z.detach() - x.LR * z.grad                # [T, K, L, V]
+            grad = z.grad * (x.K * n_valid.sum() / n_valid)[:, None, None, None]
+            steps = z.detach() - x.LR * grad                  # [T, K, L, V]
             if not torch.allclose(steps, guide[a, 1:], rtol=0.0, atol=STEP_ATOL):
                 return None
             tr = x._Trainer(anchor, z0)
             tr.history[1:] = steps
             with torch.no_grad():
                 for t, draw in enumerate(draws):             # receive()'s comparison, step by step
-                    lp, _, adv, _, _ = calls[t][a]
-                    reinforce = -(adv[:, None] * lp.detach() * draw.mask).sum() / draw.mask.sum()
+                    lp, _, adv, _, _, _ = calls[t][a]
+                    reinforce = -(adv[:, None] * lp * draw.mask).sum() / draw.mask.sum()
                     tr.loss_vs_reinforce = max(tr.loss_vs_reinforce,
                                                abs(float(losses[t][a].detach()) - float(reinforce)))
             trainers.append(tr)
