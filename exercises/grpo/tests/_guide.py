@@ -102,7 +102,7 @@ def train_guided(experiment, impl, seed: int, guide: torch.Tensor) -> list[dict]
                 rewards_k = torch.cat([draws.calls[it * n_pol + k][0] for it in range(ITERATIONS)])
                 pending_adv.append(b.group_advantages(rewards_k, group, **kw))
             advs = [check_tensor(p.value, what="group_advantages", shape=(ITERATIONS * G,))
-                    .detach().to(torch.float64).view(ITERATIONS, G) for p in pending_adv]
+                    .detach().to(torch.float64).reshape(ITERATIONS, G) for p in pending_adv]
             adv_it = torch.cat(advs, dim=1)                        # [T, 2G], as _train's cat
             adv_k = adv_it.repeat_interleave(EPOCHS, 0)            # [K, 2G]
             leaf = logp_k.reshape(K * n_pol * G, 1).clone().requires_grad_(True)
@@ -120,7 +120,9 @@ def train_guided(experiment, impl, seed: int, guide: torch.Tensor) -> list[dict]
             grads = torch.zeros(K, n_pol * G, dtype=torch.float64)
         else:
             grads = leaf.grad.detach().to(torch.float64).reshape(K, n_pol * G)
-        grads = grads * (K * n_pol)        # [K, 2G]: 1/16 per response, times n_pol as _logp_grad
+        # the loss averages over K x 2G responses, a step's over 2G: times K, then times n_pol
+        # as experiment._logp_grad does
+        grads = grads * (K * n_pol)                                # [K, 2G]
         if not bool(torch.isfinite(grads).all()):
             return None
         # every step at once: theta_k - LR * grad(theta_k) lands on the guide's theta_{k+1}?
