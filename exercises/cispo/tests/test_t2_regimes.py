@@ -14,8 +14,9 @@ Which test covers which class of mistake:
 - test_validation_with_empty_masks: every ValueError rule (anchor, rollout_logp, TIS, eps in both
   functions, shapes) with an all-empty mask, and B = 1 with a 0-d advantage.
 - test_large_batch_matches_reference: one batch with B * L >= 16384 (its sides drawn per seed)
-  against the vectorised reference: the weights and every configuration of the loss. (Shapes drawn per seed, 1 x 1, 1 x L,
-  B x 1, every mask encoding and empty rows against the oracle: test_t1_oracle.py.)
+  against the vectorised reference: the weights and every configuration of the loss. (Shapes
+  drawn per seed, 1 x 1, 1 x L, B x 1, every mask encoding and empty rows against the oracle:
+  test_t1_oracle.py.)
 """
 
 import math
