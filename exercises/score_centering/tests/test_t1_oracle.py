@@ -75,13 +75,15 @@ def _check_loss(sub, oracle, ctx, salt, sizes=None):
         assert_close(logp.grad, g_logp, what=f"d loss / d logp (= -m A w_a / N; mode={kw['mode']!r}; {where})",
                      inputs=inputs, **tol)
         assert_close(head.grad, g_head,
-                     what=f"d loss / d train_head_logp (= m A sg(q w - alpha' p) / N; mode={kw['mode']!r}; {where})",
+                     what=f"d loss / d train_head_logp (= m A sg(q w - alpha' p) / N; mode={kw['mode']!r}; "
+                          f"{where})",
                      inputs=inputs, **tol)
 
 
 # test_loss_random's fixed sizes: a one-token head (k = 1), a whole-vocabulary head (k = V), a
-# square float32 batch and the largest vocabulary; the drawn sizes follow
-RANDOM_FIXED = [cases.LOSS_SIZES[i] for i in (1, 3, 5, 7)]  # (2, 3, 5, 1), (3, 2, 5, 5), (4, 4, 10, 5), (8, 6, 16, 8)
+# square float32 batch and the largest vocabulary, (2, 3, 5, 1), (3, 2, 5, 5), (4, 4, 10, 5) and
+# (8, 6, 16, 8); the drawn sizes follow
+RANDOM_FIXED = [cases.LOSS_SIZES[i] for i in (1, 3, 5, 7)]
 
 
 @visible
