@@ -98,3 +98,35 @@ def test_a_dispatched_pool_grades_on_order_and_survives_a_worker_s_death(cfg):
     finally:
         pool.stop()
     assert pool.slots[0].orders is None
+
+
+def test_a_worker_that_keeps_dying_at_start_up_is_restarted_ever_later(tmp_path):
+    """A host cut off from its database: each worker dies while starting (no connection); its slot
+    waits 2 s, 4 s, 8 s … (at most RESPAWN_MAX_S) between starts instead of spinning fresh
+    zygotes, and a worker that dies while grading (alive past START_GRACE_S) restarts at once."""
+    from judge.service.pool import RESPAWN_MAX_S, START_GRACE_S
+
+    slot = Slot(0)
+    delays = []
+    for _ in range(7):
+        slot.started = time.monotonic()  # died right after its start
+        delays.append(WorkerPool.respawn_delay(slot))
+    assert delays == [2.0, 4.0, 8.0, 16.0, RESPAWN_MAX_S, RESPAWN_MAX_S, RESPAWN_MAX_S]
+    slot.started = time.monotonic() - START_GRACE_S - 1  # it had been grading
+    assert WorkerPool.respawn_delay(slot) == 0.0 and slot.quick_deaths == 0
+
+    # and the pool itself: a worker that cannot reach its database
+    cfg = Config(database_url="postgresql://judge@127.0.0.1:1/nothing", workers=1,
+                 data_dir=tmp_path / "data", exercises=("glm5_mis",))
+    store = Store(f"sqlite:///{tmp_path / 'judge.db'}")  # the pool's own store answers
+    pool = WorkerPool(cfg, store, {"glm5_mis": 60})
+    pool.start()
+    try:
+        deadline = time.monotonic() + 60
+        while pool.slots[0].quick_deaths < 3:
+            assert time.monotonic() < deadline, pool.slots[0]
+            time.sleep(0.1)
+        assert pool.slots[0].generation == pool.slots[0].quick_deaths  # one start per wait
+        assert pool.slots[0].respawn_at > time.monotonic() + 1  # waiting 8 s before the 4th
+    finally:
+        pool.stop()

@@ -30,6 +30,8 @@ from judge.service.worker import EXIT_REFUSED, worker_main
 
 log = logging.getLogger("judge.service.pool")
 OVERRUN_GRACE_S = 60.0  # a grading this far past its exercise's total limit means a stuck worker
+START_GRACE_S = 5.0  # a worker dead this soon after its start died starting (not grading)
+RESPAWN_MAX_S = 30.0  # the longest wait before starting again a worker that keeps dying at start
 
 
 @dataclass
@@ -43,6 +45,8 @@ class Slot:
     ready: Any = None  # its ready Event (set once it has preloaded and started its sandbox)
     started: float = 0.0  # time.monotonic() of its start (a crash at start-up is not respun at once)
     orders: Any = None  # dispatched pools: the pool's end of the process's order pipe (``ask``)
+    quick_deaths: int = 0  # deaths in a row within START_GRACE_S of a start (e.g. no database)
+    respawn_at: float = 0.0  # time.monotonic() before which a dead process is not started again
 
 
 class WorkerPool:
@@ -142,17 +146,30 @@ class WorkerPool:
                     self._stopping = True
                     os.kill(os.getpid(), signal.SIGTERM)  # uvicorn shuts down cleanly
                     return
-                log.error("worker %s exited (code %s); restarting it", slot.name, proc.exitcode)
-                self._recover(slot.name, "the grading worker stopped unexpectedly")
-                if time.monotonic() - slot.started < 5.0:  # crashing at start-up: don't spin
-                    time.sleep(2.0)
-                if not self._stopping:
+                if slot.respawn_at == 0.0:  # just found dead: take its grading back, then wait
+                    log.error("worker %s exited (code %s); restarting it", slot.name, proc.exitcode)
+                    self._recover(slot.name, "the grading worker stopped unexpectedly")
+                    slot.respawn_at = time.monotonic() + self.respawn_delay(slot)
+                if not self._stopping and time.monotonic() >= slot.respawn_at:
+                    slot.respawn_at = 0.0
                     self._spawn(slot)
             if time.monotonic() - last_overrun_check > 2.0:
                 last_overrun_check = time.monotonic()
                 self._kill_overruns()
                 self._reap_stalled()
             time.sleep(0.2)
+
+    @staticmethod
+    def respawn_delay(slot: Slot) -> float:
+        """How long a dead worker's slot waits before its next start: at once after a death while
+        grading; after deaths at start-up in a row (its host cut off from the database: each
+        start a fresh interpreter and zygote), 2 s, 4 s, 8 s, … up to ``RESPAWN_MAX_S``, so a
+        long outage does not burn the host's cores on restarts."""
+        if time.monotonic() - slot.started >= START_GRACE_S:
+            slot.quick_deaths = 0
+            return 0.0
+        slot.quick_deaths += 1
+        return min(2.0 * 2 ** (slot.quick_deaths - 1), RESPAWN_MAX_S)
 
     def _recover(self, worker: str, message: str) -> None:
         try:
