@@ -162,10 +162,14 @@ def submit_from_two_clients(cluster: Cluster, n: int) -> list[tuple[str, int]]:
     return sorted(out, key=lambda p: p[1])
 
 
-def wait_holding(ledger: Ledger, host: WorkerHost, timeout: float = 120) -> None:
+def wait_holding(cluster: Cluster, ledger: Ledger, host: WorkerHost, subs: list, timeout: float = 240) -> None:
+    """Until ``host`` holds a grading; when the queue runs dry first (the other host was quicker,
+    this one still starting), more submissions, appended to ``subs``."""
     deadline = time.monotonic() + timeout
     while not ledger.held_by(host):
-        assert time.monotonic() < deadline, f"{host.host.name} never claimed a submission"
+        assert time.monotonic() < deadline, f"{host.host.name} never claimed a submission:\n{host.log()}"
+        if not ledger.db.execute("SELECT count(*) FROM submissions WHERE status = 'queued'").fetchone()[0]:
+            subs += submit_from_two_clients(cluster, 4)
         time.sleep(0.02)
 
 
@@ -196,14 +200,14 @@ def test_200_submissions_from_two_clients_each_graded_once_by_both_hosts(cluster
 def test_a_host_cut_off_then_plugged_back_stores_nothing_for_what_was_taken_over(cluster, ledger):
     cut, other = cluster.workers
     subs = submit_from_two_clients(cluster, 10)
-    ids = [sid for sid, _ in subs]
     for _ in range(5):  # its grading may end between our look and the cut: then again
-        wait_holding(ledger, cut)
+        wait_holding(cluster, ledger, cut, subs)
         cut.host.link(False)
         if held := held_after(ledger, cut):
             break
         cut.host.link(True)
     assert held, "the host was never cut off holding a grading"
+    ids = [sid for sid, _ in subs]
     try:
         deadline = time.monotonic() + 300  # the stall, then the other host's worker once free
         while True:  # taken back after the stall and graded by the other host
@@ -293,9 +297,8 @@ def test_the_api_host_serves_artifacts_and_events_of_a_grading_done_on_a_worker_
 def test_a_host_killed_mid_grading_its_gradings_are_finished_by_the_other(cluster, ledger):
     victim, survivor = cluster.workers
     subs = submit_from_two_clients(cluster, 12)
-    ids = [sid for sid, _ in subs]
     for _ in range(3):  # its grading may end between our look and the kill: then again
-        wait_holding(ledger, victim)
+        wait_holding(cluster, ledger, victim, subs)
         killed_at = time.time()
         assert victim.kill() >= 3  # the worker host, its worker, the zygote (and what it forked)
         assert not victim.host.pids()
@@ -303,6 +306,7 @@ def test_a_host_killed_mid_grading_its_gradings_are_finished_by_the_other(cluste
             break
         victim.start().wait_ready()
     assert held, "the victim was never killed holding a grading"
+    ids = [sid for sid, _ in subs]
     rows = ledger.wait_graded(ids, timeout=300)
     assert all(rows[s]["status"] == "done" for s in ids), [rows[s]["message"] for s in ids]  # none lost
     assert all(ledger.completions(s) == 1 for s in ids)  # none completed twice
