@@ -378,6 +378,20 @@ def backward_all(pairs: Any) -> None:
     torch.autograd.backward([out for out, _ in pairs], [grad for _, grad in pairs])
 
 
+def backward_losses(losses: Any, whats: Any, *, reaches: str = "logp") -> None:
+    """``backward()`` of many independent losses (each from its own call on its own leaves) in
+    one pass of autograd's engine instead of one per loss: each leaf still gets exactly its own
+    loss's gradient (the losses share no graph, and each is seeded with 1). A loss that is not a
+    tensor in the graph fails with the name of its case (``whats``), as its own backward() would."""
+    losses = list(losses)
+    for loss, what in zip(losses, whats):
+        if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
+            raise Feedback(f"{what}: the loss must be a tensor with requires_grad=True, so that "
+                           f"backward() reaches {reaches} (no .detach(), no torch.no_grad, no .item())")
+    if losses:
+        torch.autograd.backward(losses)
+
+
 def assert_no_grad(t: torch.Tensor, *, what: str) -> None:
     """Fail unless the frozen input ``t`` received no gradient (None or all zeros)."""
     g = t.grad
