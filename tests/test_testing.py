@@ -160,3 +160,18 @@ def test_backward_all_accumulates_as_backward_calls_one_after_the_other():
         o.backward(g)
     assert torch.allclose(got_x, x.grad, rtol=1e-15, atol=0) and torch.equal(got_y, y.grad)
     backward_all([])  # nothing to do
+
+
+def test_backward_losses_gives_each_leaf_its_own_gradient_and_names_a_loss_off_the_graph():
+    from judge.testing import backward_losses
+
+    a = torch.tensor([1.0, 2.0], requires_grad=True)
+    b = torch.tensor([3.0], requires_grad=True)
+    backward_losses([(a * a).sum(), (5 * b).sum()], ["a", "b"])
+    assert torch.equal(a.grad, torch.tensor([2.0, 4.0])) and torch.equal(b.grad, torch.tensor([5.0]))
+    c = torch.ones(2, requires_grad=True)
+    with pytest.raises(Feedback, match=r"^case 2: the loss must be a tensor with requires_grad=True"):
+        backward_losses([c.sum(), c.sum().detach()], ["case 1", "case 2"])
+    assert c.grad is None  # nothing ran: a loss off the graph is refused before any backward
+    with pytest.raises(Feedback, match="reaches x"):
+        backward_losses([1.0], ["float"], reaches="x")
