@@ -22,7 +22,7 @@ from judge.errors import MalformedReply, RemoteException, SubmissionFailure
 from judge.exercise import Function
 from judge.box.job import Job
 from judge import readonly
-from judge.testing import Feedback, Pending, describe_type
+from judge.testing import Feedback, Pending, describe_type, set_backward_prefetch
 from sandbox import wire
 
 _PASS_THROUGH = ("ValueError", "TypeError", "RuntimeError", "IndexError", "KeyError",
@@ -156,6 +156,9 @@ def prefetch_backward(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
     for entries in by_proxy.values():
         if len(entries) > 1:  # one backward pass asks nothing ahead of autograd
             entries[0][0].proxy._prefetch(entries)
+
+
+set_backward_prefetch(prefetch_backward)
 
 
 class _Encoded:

@@ -356,6 +356,16 @@ class _LocalBatch:
         return None
 
 
+# ``judge.proxy.prefetch_backward``, set when the proxy is imported (it imports this module, so
+# this module does not import it): one round trip for the backward passes of many calls
+_prefetch_backward: Callable[[list], None] | None = None
+
+
+def set_backward_prefetch(fn: Callable[[list], None]) -> None:
+    global _prefetch_backward
+    _prefetch_backward = fn
+
+
 def backward_all(pairs: Any) -> None:
     """``out.backward(grad)`` for every ``(out, grad)`` pair, as one backward pass: the leaves'
     gradients accumulate as those calls one after the other would leave them (a graph two of
@@ -372,9 +382,8 @@ def backward_all(pairs: Any) -> None:
     pairs = [(out, grad) for out, grad in pairs]
     if not pairs:
         return
-    from judge.proxy import prefetch_backward  # the proxy imports this module
-
-    prefetch_backward(pairs)
+    if _prefetch_backward is not None:  # outputs of sandboxed calls exist only once it is set
+        _prefetch_backward(pairs)
     torch.autograd.backward([out for out, _ in pairs], [grad for _, grad in pairs])
 
 

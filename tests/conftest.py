@@ -143,3 +143,29 @@ def database_url(request, tmp_path):
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'judge.db'}"
     return request.getfixturevalue("postgres").fresh_database()
+
+
+@pytest.fixture
+def run_async():
+    """``asyncio.run`` in a thread of its own: a browser test's session-scoped Playwright keeps
+    an event loop running in the main thread, where asyncio.run refuses to start another."""
+    import asyncio
+    import threading
+
+    def run(coro):
+        out: dict = {}
+
+        def main() -> None:
+            try:
+                out["value"] = asyncio.run(coro)
+            except BaseException as e:  # noqa: BLE001 - raised again in the test's thread
+                out["error"] = e
+
+        t = threading.Thread(target=main)
+        t.start()
+        t.join()
+        if "error" in out:
+            raise out["error"]
+        return out.get("value")
+
+    return run

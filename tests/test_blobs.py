@@ -1,4 +1,4 @@
-"""The blob store (judge/service/blobs.py, blobs_pg.py) on both backends through one fixture:
+"""The blob store (judge/service/blobs.py, blobs_local.py, blobs_pg.py, artifacts.py) on both backends through one fixture:
 files under the data dir (SQLite's) and PostgreSQL's tables. Sets are written whole and once,
 files once; names and sizes are checked on write and read; caps hold under concurrent writers;
 a large file is read a piece at a time; a worker's artifacts are kept only when its verdict was."""
@@ -14,8 +14,9 @@ import pytest
 from judge.errors import BlobExists, BlobTooLarge
 from judge.exercise import REPO_ROOT
 from judge.models import Artifact, Verdict
-from judge.service.blobs import (Kept, LocalBlobs, artifacts_owner, artifacts_scratch, blob_store,
-                                 keep_artifacts, previews_owner)
+from judge.service.artifacts import artifacts_scratch, blob_store, keep_artifacts
+from judge.service.blobs import Kept, artifacts_owner, previews_owner
+from judge.service.blobs_local import LocalBlobs
 from judge.service.files import CHUNK, FILE_CAP
 from judge.service.store import Store
 
@@ -259,7 +260,7 @@ def test_a_worker_keeps_its_artifacts_only_when_its_verdict_was_stored(blobs, tm
 
 
 def test_scratch_left_by_a_process_that_is_gone_is_swept(tmp_path, monkeypatch):
-    import judge.service.blobs as blobs_module
+    import judge.service.artifacts as blobs_module
 
     base = tmp_path / "artifacts" / ".scratch"
     dead = base / f"{OTHER}-999999999"  # no such pid

@@ -10,7 +10,8 @@ import json
 import time
 from pathlib import Path
 
-from judge.service.blobs import artifacts_owner, blob_store
+from judge.service.artifacts import blob_store
+from judge.service.blobs import artifacts_owner
 from judge.service.catalog import load_catalog, preview_digest, previews_of
 from judge.service.config import Config
 from judge.service.store import Store

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from judge.service import files
-from judge.service.blobs import blob_store
+from judge.service.artifacts import blob_store
 from judge.service.catalog import load_catalog, preview_dir, previews_of
 from judge.service.config import Config
 from judge.service.files import FILE_CAP, Transfers, list_regular_files, open_regular_file

@@ -26,25 +26,6 @@ REF = (REPO_ROOT / "reference/glm5_mis/solution.py").read_text()
 SLOW_LOAD = REF + "\nimport time as _t\n_t.sleep(1)\n"  # its stream waits before the first test
 
 
-def run(coro):
-    """``asyncio.run`` in a thread of its own: a browser test's session-scoped Playwright keeps
-    an event loop running in the main thread, where asyncio.run refuses to start another."""
-    out: dict = {}
-
-    def main() -> None:
-        try:
-            out["value"] = asyncio.run(coro)
-        except BaseException as e:  # noqa: BLE001 - raised again in the test's thread
-            out["error"] = e
-
-    t = threading.Thread(target=main)
-    t.start()
-    t.join()
-    if "error" in out:
-        raise out["error"]
-    return out.get("value")
-
-
 @pytest.fixture
 def pipe():
     r, w = os.pipe()
@@ -66,7 +47,7 @@ async def listening(store: Store, interval: float, fd: int | None):
 
 # --- Changes (the API's side) ----------------------------------------------------------------
 
-def test_a_notification_wakes_its_waiters_without_the_poll(tmp_path, pipe):
+def test_a_notification_wakes_its_waiters_without_the_poll(tmp_path, pipe, run_async):
     store = Store(tmp_path / "j.db")
     r, w = pipe
 
@@ -79,10 +60,10 @@ def test_a_notification_wakes_its_waiters_without_the_poll(tmp_path, pipe):
             assert await waiting is True
             assert await other is False  # another submission's notification does not wake it
 
-    run(main())
+    run_async(main())
 
 
-def test_new_events_wake_only_event_streams(tmp_path, pipe):
+def test_new_events_wake_only_event_streams(tmp_path, pipe, run_async):
     store = Store(tmp_path / "j.db")
     r, w = pipe
     sid = "c" * 24
@@ -100,10 +81,10 @@ def test_new_events_wake_only_event_streams(tmp_path, pipe):
             notify_change(w, sid, "s")
             assert await verdict is True
 
-    run(main())
+    run_async(main())
 
 
-def test_without_notifications_the_poll_still_wakes_waiters(tmp_path):
+def test_without_notifications_the_poll_still_wakes_waiters(tmp_path, run_async):
     store = Store(tmp_path / "j.db")
     sid = store.add("x", "glm5_mis", "submit", "x = 1", queue_max=10)
 
@@ -115,7 +96,7 @@ def test_without_notifications_the_poll_still_wakes_waiters(tmp_path):
             store.progress(sid, {"tier": "T0", "name": "t", "status": "passed"})  # nobody notifies
             assert await waiting is True
 
-    run(main())
+    run_async(main())
 
 
 def test_a_full_pipe_never_blocks_the_writer(pipe):

@@ -218,18 +218,28 @@ def test_drawn_views_svg_png_and_their_cache(tmp_path):
     ex = EXERCISES["gspo"]
     view = next(v for v in views.exercise_views(ex.root) if v.name == "ratios")
     data, _ = views.bind_json(view, _ref_metrics(ex), views.reference_json(view, ex))
-    (tmp_path / view.file_name).write_bytes(data)
+    from judge.service.blobs import artifacts_owner
+    from judge.service.blobs_local import LocalBlobs
+    from judge.service.drawings import draw
+
+    blobs, owner = LocalBlobs(tmp_path), artifacts_owner("0123456789abcdef01234567")
+    (tmp_path / owner).mkdir(parents=True)
+    (tmp_path / owner / view.file_name).write_bytes(data)
     assert views_render.drawable("ratios-dark.png") == ("ratios.vl.json", "png", "dark")
     assert views_render.drawable("metrics.json") is None and views_render.drawable("../x.svg") is None
-    assert views_render.artifact_for(tmp_path, "other.svg") is None
-    path = views_render.artifact_for(tmp_path, "ratios.svg")
-    text = path.read_text()
+    assert draw(blobs, owner, "other.svg") is None  # no such view in the set
+
+    def drawn(name: str) -> bytes:
+        return draw(blobs, owner, name).read_all()
+
+    text = drawn("ratios.svg").decode()
     assert text.startswith("<?xml") and "<svg" in text[:100] and text.count('role="graphics-symbol"') >= 6  # 3 bars of each source
-    stamp = path.stat().st_mtime_ns
-    assert views_render.artifact_for(tmp_path, "ratios.svg").stat().st_mtime_ns == stamp  # cached
-    dark = views_render.artifact_for(tmp_path, "ratios-dark.svg").read_text()
+    stamp = (tmp_path / owner / "ratios.svg").stat().st_mtime_ns  # kept in the set
+    assert drawn("ratios.svg").decode() == text
+    assert (tmp_path / owner / "ratios.svg").stat().st_mtime_ns == stamp  # served as kept, not redrawn
+    dark = drawn("ratios-dark.svg").decode()
     assert "#1e1e1e" in dark and "#1e1e1e" not in text
-    assert views_render.artifact_for(tmp_path, "ratios.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert drawn("ratios.png")[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_forked_child_refuses_to_draw():

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from judge.errors import SubmissionFailure
-from judge.service.blobs import artifacts_scratch
+from judge.service.artifacts import artifacts_scratch
 from judge.service.catalog import preview_dir
 from judge.service.config import Config
 from judge.exercise import REPO_ROOT

@@ -36,7 +36,7 @@ class Tickets:
         self.returned.append(mode)
 
 
-def run_ticket(answers, mode="submit", *, stopping=False):
+def run_ticket(run_async, answers, mode="submit", *, stopping=False):
     host = DispatchHost(Config(database_url="postgresql://unused/db", workers=2, poll_interval=0.001),
                         Tickets(), Slots(answers))
     host.stopping = stopping
@@ -49,29 +49,29 @@ def run_ticket(answers, mode="submit", *, stopping=False):
         assert host._free.qsize() == 2  # its slot is free again
         return out
 
-    return asyncio.run(go()), host
+    return run_async(go()), host
 
 
-def test_a_ticket_waits_while_the_fair_share_passes_over_then_grades():
-    out, host = run_ticket([("wait", None), ("wait", None), ("graded", "s1")])
+def test_a_ticket_waits_while_the_fair_share_passes_over_then_grades(run_async):
+    out, host = run_ticket(run_async, [("wait", None), ("wait", None), ("graded", "s1")])
     assert out == "graded" and host.pool.asked == [(0, "submit")] * 3 and host.store.returned == []
 
 
-def test_a_ticket_that_finds_nothing_ends():
-    out, host = run_ticket([("empty", None)], "run")
+def test_a_ticket_that_finds_nothing_ends(run_async):
+    out, host = run_ticket(run_async, [("empty", None)], "run")
     assert out == "empty" and host.store.returned == [] and host.tickets["empty"] == 1
 
 
-def test_a_ticket_whose_worker_died_or_stopped_is_given_back():
+def test_a_ticket_whose_worker_died_or_stopped_is_given_back(run_async):
     """None: the worker died mid-order (the pool takes its grading back) or the pool stops: the
     ticket goes back to the queue (a surplus one claims nothing), never lost."""
-    out, host = run_ticket([None])
+    out, host = run_ticket(run_async, [None])
     assert out == "returned" and host.store.returned == ["submit"]
-    out, host = run_ticket([], "run", stopping=True)  # a stopping host asks no worker
+    out, host = run_ticket(run_async, [], "run", stopping=True)  # a stopping host asks no worker
     assert out == "returned" and host.store.returned == ["run"] and host.pool.asked == []
 
 
-def test_a_notification_heard_while_the_fetch_found_nothing_is_not_lost():
+def test_a_notification_heard_while_the_fetch_found_nothing_is_not_lost(run_async):
     """Procrastinate's fetch loop clears its new-job event after a fetch that found nothing; a
     notification that lands during that fetch (its job committed just after the fetch's
     snapshot) would wait for the next poll. The host's worker fetches again."""
@@ -88,5 +88,5 @@ def test_a_notification_heard_while_the_fetch_found_nothing_is_not_lost():
         return None
 
     app.job_manager.fetch_job = fetch_job
-    asyncio.run(worker._fetch_and_process_jobs())
+    run_async(worker._fetch_and_process_jobs())
     assert len(fetches) == 2  # Procrastinate's own worker stops after the first

@@ -22,7 +22,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from judge.service.blobs import blob_store
+from judge.service.artifacts import blob_store
 from judge.service.catalog import load_catalog, previews_of
 from judge.service.config import Config
 from judge.service.files import Transfers

@@ -3,9 +3,9 @@ views drawn from them) and an exercise's previews (its reference's T3 artifacts,
 
 One interface, ``BlobStore``, over *sets* of named files: a set is a submission's artifacts
 (``artifacts_owner(sid)``) or one version of an exercise's previews (``previews_owner``). Two
-backends, picked by the store's URL (``blob_store``):
+backends, picked by the store's URL (``judge.service.artifacts.blob_store``):
 
-- ``LocalBlobs`` (SQLite, the embedded default): files under the data dir, as before
+- ``judge.service.blobs_local.LocalBlobs`` (SQLite, the embedded default): files under the data dir, as before
   (``artifacts/<sid>/``, ``previews/<slug>/<digest>/``), read through no link;
 - ``judge.service.blobs_pg.PgBlobs`` (PostgreSQL): bytea chunks in the database (migration
   0003), so an API node serves what a worker on any other host produced.
@@ -18,27 +18,22 @@ trusted: a name is ``files.FILE_NAME``, a file at most its cap (a grading's file
 ``SET_BYTES`` bytes. Reads are ``Blob``s, read a piece at a time (``files.BlobStream`` streams
 them), so a large file is never held whole in the API's memory.
 
-A worker grades into a scratch folder of its own (``artifacts_scratch``) and keeps its files only
-once its verdict is stored (``keep_artifacts``): a stale worker, whose grading was taken back by
+A worker grades into a scratch folder of its own (``judge.service.artifacts``) and keeps its files
+only once its verdict is stored: a stale worker, whose grading was taken back by
 another host, keeps nothing.
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import re
-import secrets
-import shutil
 from abc import ABC, abstractmethod
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from pydantic import BaseModel, Field
 
-from judge.errors import BlobExists, BlobTooLarge
+from judge.errors import BlobTooLarge
 from judge.service.files import CHUNK, FILE_CAP, FILE_NAME, list_regular_files, open_regular_file
 
 log = logging.getLogger("judge.service.blobs")
@@ -215,176 +210,3 @@ def copy_capped(folder: Path, name: str, cap: int, write) -> int | None:
     finally:
         os.close(fd)
     return size
-
-
-# --- files under the data dir ------------------------------------------------------------------
-
-class FileBlob(Blob):
-    def __init__(self, fd: int, size: int):
-        self.fd, self.size = fd, size
-
-    def read(self, offset: int, n: int) -> bytes:
-        return os.pread(self.fd, n, offset)
-
-    def close(self) -> None:
-        fd, self.fd = self.fd, -1
-        if fd >= 0:
-            os.close(fd)
-
-
-@contextmanager
-def _flock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        yield
-
-
-class LocalBlobs(BlobStore):
-    """Sets as folders under ``root`` (the data dir). A set is made by renaming a complete
-    temporary folder into place, under a lock beside it (one host: the data dir is local), so
-    it appears whole; hidden names (``.``) are temporaries and locks, never served."""
-
-    name = "files"
-
-    def __init__(self, root: Path):
-        self.root = Path(root)
-
-    def folder(self, owner: str) -> Path:
-        return self.root / check_owner(owner)
-
-    def _lock(self, owner: str):
-        return _flock(self.folder(owner).parent / ".lock")
-
-    def _put(self, owner: str, name: str, data: bytes) -> None:
-        final = self.folder(owner)
-        with self._lock(owner):
-            final.mkdir(parents=True, exist_ok=True)
-            files = list_regular_files(final)
-            if any(n == name for n, _ in files) or os.path.lexists(final / name):
-                raise BlobExists(f"{name} is kept already")
-            if len(files) + 1 > self.set_files or sum(s for _, s in files) + len(data) > self.set_bytes:
-                raise BlobTooLarge(f"{name} was not kept: its set is capped at {self.set_files} files and "
-                                   f"{self.set_bytes} bytes")
-            tmp = final / f".{name}.{os.getpid()}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, final / name)
-
-    def _put_folder(self, owner: str, folder: Path, names: list[str], cap: int) -> list[tuple[str, int]]:
-        final = self.folder(owner)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        if os.path.lexists(final):
-            raise BlobExists(f"{owner} is kept already")
-        tmp = final.parent / f".{final.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-        tmp.mkdir()
-        kept = []
-        try:
-            for name in names:
-                fd = os.open(tmp / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-                with os.fdopen(fd, "wb") as out:
-                    size = copy_capped(folder, name, cap, out.write)
-                if size is None:
-                    os.unlink(tmp / name)
-                else:
-                    kept.append((name, size))
-            with self._lock(owner):
-                if os.path.lexists(final):
-                    raise BlobExists(f"{owner} is kept already")
-                os.rename(tmp, final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        return kept
-
-    def _open(self, owner: str, name: str, cap: int) -> Blob | None:
-        opened = open_regular_file(self.folder(owner), name, cap)
-        return None if opened is None else FileBlob(*opened)
-
-    def list(self, owner: str) -> list[tuple[str, int]] | None:
-        final = self.folder(owner)
-        if final.is_symlink() or not final.is_dir():
-            return None
-        return list_regular_files(final)
-
-    @contextmanager
-    def building(self, owner: str) -> Iterator[None]:
-        with _flock(self.folder(owner).parent / ".build"):
-            yield
-
-    def prune(self, owner: str) -> int:
-        final = self.folder(owner)
-        if not owner.startswith(PREVIEWS + "/"):
-            return 0
-        removed = 0
-        with self._lock(owner):
-            for old in final.parent.iterdir():
-                if old.name != final.name and not old.name.startswith(".") and old.is_dir() \
-                        and not old.is_symlink():
-                    shutil.rmtree(old, ignore_errors=True)
-                    removed += 1
-        return removed
-
-
-# --- picking one, and the worker's side -----------------------------------------------------------
-
-def blob_store(data_dir: Path, store) -> BlobStore:
-    """The blob store that goes with ``store`` (a ``judge.service.store.Store``): PostgreSQL's
-    tables on PostgreSQL, files under ``data_dir`` on SQLite."""
-    if store.backend.name == "postgresql":
-        from judge.service.blobs_pg import PgBlobs
-
-        return PgBlobs(store)
-    return LocalBlobs(data_dir)
-
-
-_swept: list[int] = []  # the pid whose start swept the scratch folder
-
-
-def artifacts_scratch(data_dir: Path, sid: str) -> Path:
-    """A fresh folder on this host for one grading of ``sid`` by this process (what an
-    interrupted attempt left there is removed; on this process's first call, whatever processes
-    no longer running left too). Kept files are copied from it (``keep_artifacts``)."""
-    base = Path(data_dir) / ARTIFACTS / SCRATCH
-    if not _swept or _swept[0] != os.getpid():
-        _swept[:] = [os.getpid()]
-        for old in (base.iterdir() if base.is_dir() else ()):
-            pid = old.name.rpartition("-")[2]
-            if not pid.isdigit() or not _alive(int(pid)):
-                shutil.rmtree(old, ignore_errors=True)
-    path = base / f"{sid}-{os.getpid()}"
-    shutil.rmtree(path, ignore_errors=True)
-    return path
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def keep_artifacts(blobs: BlobStore, sid: str, out_dir: Path, verdict, cap: int, *, keep: bool) -> None:
-    """After a grading: keep its files as the submission's artifacts when ``keep`` (this
-    worker's verdict is the one stored), and make ``verdict.artifacts`` list exactly what was
-    kept (what was refused is told in its output). The scratch folder goes either way. A
-    failure to keep them is logged and told: the verdict stands without them."""
-    try:
-        if not keep or not verdict.artifacts:
-            return
-        try:
-            kept = blobs.put_folder(artifacts_owner(sid), out_dir, file_cap=cap)
-        except Exception as e:  # noqa: BLE001 - the artifacts are a nicety; the verdict stands
-            log.exception("could not keep the artifacts of %s", sid)
-            kept = Kept(problems=[f"the artifacts could not be kept: {type(e).__name__}"])
-        sizes = dict(kept.files)
-        verdict.artifacts = [a for a in verdict.artifacts if sizes.get(a.name) is not None]
-        for a in verdict.artifacts:
-            a.size = sizes[a.name]
-        for problem in kept.problems:
-            verdict.output += ("\n" if verdict.output else "") + f"[judge] {problem}"
-    finally:
-        shutil.rmtree(out_dir, ignore_errors=True)

@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print(__doc__.split("\n\n")[0], file=sys.stderr)
         return 2
-    from judge.service.blobs import blob_store
+    from judge.service.artifacts import blob_store
     from judge.service.store import Store, is_postgres
 
     if not is_postgres(argv[0]):

@@ -1,5 +1,5 @@
 """Files the API serves (a submission's artifacts, an exercise's previews): opened safely, never
-through a link (``open_regular_file``, which ``judge.service.blobs.LocalBlobs`` reads through),
+through a link (``open_regular_file``, which ``judge.service.blobs_local.LocalBlobs`` reads through),
 and streamed a chunk at a time off the event loop (``BlobStream``: from disk or from PostgreSQL),
 under a cap on the transfers in flight (``Transfers``), so neither a large file nor many readers
 of one hold its bytes in the API's memory.

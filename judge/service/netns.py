@@ -131,6 +131,7 @@ class Host:
     name: str  # the role, e.g. "db", "api", "w1"
     netns: str  # the namespace (ip netns exec NETNS …)
     address: str  # eth0's IPv4 address
+    veth: str = ""  # the bridge's end of its veth pair (in the root namespace)
     procs: list[subprocess.Popen] = field(default_factory=list)  # what spawn() started here
 
     def spawn(self, argv: list[str], *, env: dict[str, str], log: Path, cwd: Path | None = None,
@@ -199,7 +200,7 @@ class Topology:
         if self._closed:
             raise UsageError("this topology is closed")
         netns, veth = f"{PREFIX}-{os.getpid()}-{self.tag}-{name}", f"jv{self.tag}{len(self.hosts)}"
-        host = Host(name, netns, self._addr(2 + len(self.hosts)))
+        host = Host(name, netns, self._addr(2 + len(self.hosts)), veth)
         self.hosts[name] = host  # before it exists: close() removes a half-made one too
         _ip("netns", "add", netns)
         _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
@@ -218,13 +219,25 @@ class Topology:
                 if p.poll() is None:
                     p.kill()
                 p.wait()
+            # deleting the namespace frees its veth pair later, from the kernel's clean-up work:
+            # deleted here, it is gone when close returns
+            _ip("link", "del", host.veth, check=False)
         _ip("link", "del", self.bridge, check=False)
+        gone = {self.bridge, *(h.veth for h in self.hosts.values())}
+        deadline = time.monotonic() + 10
+        while gone & _link_names() and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def __enter__(self) -> "Topology":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _link_names() -> set[str]:
+    """The root namespace's links."""
+    return {link["ifname"] for link in json.loads(_ip("-j", "link", "show", check=False).stdout or "[]")}
 
 
 def _remove_namespace(netns: str) -> None:

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from judge.errors import IsolationUnavailable
-from judge.service.blobs import artifacts_scratch, blob_store, keep_artifacts
+from judge.service.artifacts import artifacts_scratch, blob_store, keep_artifacts
 from judge.service.catalog import build_previews, load_catalog
 from judge.service.config import Config
 from judge.service.heartbeat import Heartbeat

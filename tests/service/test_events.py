@@ -32,25 +32,6 @@ KEY = "events-key"
 HANG = 60.0  # seconds: far beyond any wake-up by notification; a lost one waits an hour
 
 
-def run(coro):
-    """``asyncio.run`` in a thread of its own (a browser test's Playwright may hold the main
-    thread's loop)."""
-    out: dict = {}
-
-    def main() -> None:
-        try:
-            out["value"] = asyncio.run(coro)
-        except BaseException as e:  # noqa: BLE001 - raised again in the test's thread
-            out["error"] = e
-
-    t = threading.Thread(target=main)
-    t.start()
-    t.join()
-    if "error" in out:
-        raise out["error"]
-    return out.get("value")
-
-
 class Node:
     """An API process's app on ``database_url`` with no workers of its own, its ``Changes``
     polling an hour apart and fed by a pipe (SQLite: the test writes the workers' lines into it)
@@ -141,7 +122,7 @@ def events_of(body: bytes) -> list[tuple[str, dict]]:
     return out
 
 
-def test_the_verdict_notified_while_the_stream_sends_ends_the_stream(node):
+def test_the_verdict_notified_while_the_stream_sends_ends_the_stream(node, run_async):
     """The worker stores the verdict and notifies while the stream is still sending the test
     results it read just before: the stream sends the verdict (its ``end``) next, at once."""
     store = node.store
@@ -167,7 +148,7 @@ def test_the_verdict_notified_while_the_stream_sends_ends_the_stream(node):
         finally:
             node.changes.stop()
 
-    status, body = run(main())
+    status, body = run_async(main())
     assert status == 200 and stored == [sid]
     assert b": keep-alive" not in body
     events = events_of(body)
@@ -176,7 +157,7 @@ def test_the_verdict_notified_while_the_stream_sends_ends_the_stream(node):
     assert events[-1][1]["status"] == "done" and events[-1][1]["id"] == sid
 
 
-def test_plots_notified_while_the_artifact_request_reads_end_its_wait(node, monkeypatch):
+def test_plots_notified_while_the_artifact_request_reads_end_its_wait(node, monkeypatch, run_async):
     """An artifact request for plots still being drawn waits for them (here up to an hour); the
     worker stores them, and notifies, while the request is reading the verdict: the request
     looks again at once and answers (404: the plots came without the file it asked for)."""
@@ -208,7 +189,7 @@ def test_plots_notified_while_the_artifact_request_reads_end_its_wait(node, monk
             node.changes.stop()
 
     monkeypatch.setattr(served, "get", get)
-    status, body = run(main())
+    status, body = run_async(main())
     assert reads[0] is True and reads[-1] is False  # it waited, then read the plots' verdict
     assert status == 404 and b"has no artifact" in body
 

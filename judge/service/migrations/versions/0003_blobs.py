@@ -3,7 +3,7 @@ PostgreSQL, so that an API node serves what a worker on another host produced
 (``judge.service.blobs_pg``): ``blob_sets`` (one row per set, with its file count and bytes for
 the caps), ``blobs`` (one row per file) and ``blob_chunks`` (its bytes, in bytea pieces).
 
-On SQLite the files stay under the data dir (``judge.service.blobs.LocalBlobs``): one host, one
+On SQLite the files stay under the data dir (``judge.service.blobs_local.LocalBlobs``): one host, one
 disk; this revision changes nothing there.
 
 Revision ID: 0003
