@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from judge.service.netns import Topology, _alive, _ip, available, sweep
+from judge.pids import alive
+from judge.service.netns import Topology, _ip, available, sweep
 
 if os.geteuid() != 0:  # `make test` runs as root, where these never skip (without `ip`: they fail)
     pytestmark = pytest.mark.skip(reason=available())
@@ -84,7 +85,7 @@ def test_kill_takes_every_process_of_a_host_even_one_in_its_own_namespace(tmp_pa
         assert outside  # the unshared one
         assert h.kill() >= 2
         assert proc.poll() == -signal.SIGKILL
-        assert not any(_alive(p) and Path(f"/proc/{p}").exists() and _state(p) != "Z" for p in pids)
+        assert not any(alive(p) and Path(f"/proc/{p}").exists() and _state(p) != "Z" for p in pids)
 
 
 def _state(pid: int) -> str:
@@ -129,8 +130,8 @@ def test_a_run_that_died_without_cleaning_up_is_swept(tmp_path):
     finally:
         owner.kill()
         owner.wait()
-    assert left["netns"] in _netns_names() and _alive(left["pid"])  # what it left behind
+    assert left["netns"] in _netns_names() and alive(left["pid"])  # what it left behind
     gone = sweep()
     assert left["netns"] in gone and left["bridge"] in gone
     assert left["netns"] not in _netns_names() and left["bridge"] not in _links()
-    assert not _alive(left["pid"]) or _state(left["pid"]) == "Z"
+    assert not alive(left["pid"]) or _state(left["pid"]) == "Z"

@@ -26,6 +26,7 @@ from pathlib import Path
 from judge.errors import IsolationUnavailable, SandboxError, SubmissionFailure
 from judge.exercise import Limits
 from judge.box.job import Job, JobHost, _wipe
+from judge.pids import alive
 import sandbox
 from sandbox.lockdown import NO_ACCELERATORS, SANDBOX_UID
 from judge.tuning import SPARE_DELAY, SPARES_AHEAD, SPIN_SECONDS  # the measured why: judge.tuning
@@ -54,13 +55,8 @@ def _sweep_stale_scratch(base: Path) -> None:
         pid = root.name.split("-")[2]
         if not pid.isdigit() or root.is_symlink() or not root.is_dir():
             continue
-        try:
-            os.kill(int(pid), 0)
+        if alive(int(pid)):
             continue  # still running (or the pid was reused): not ours to touch
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            continue
         for scratch in root.iterdir():
             _wipe(scratch)
         shutil.rmtree(root, ignore_errors=True)

@@ -10,6 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
+from judge.pids import alive
 from judge.service.blobs import ARTIFACTS, SCRATCH, BlobStore, Kept, artifacts_owner
 from judge.service.blobs_local import LocalBlobs
 
@@ -38,21 +39,12 @@ def artifacts_scratch(data_dir: Path, sid: str) -> Path:
         _swept[:] = [os.getpid()]
         for old in (base.iterdir() if base.is_dir() else ()):
             pid = old.name.rpartition("-")[2]
-            if not pid.isdigit() or not _alive(int(pid)):
+            if not pid.isdigit() or not alive(int(pid)):
                 shutil.rmtree(old, ignore_errors=True)
     path = base / f"{sid}-{os.getpid()}"
     shutil.rmtree(path, ignore_errors=True)
     return path
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def keep_artifacts(blobs: BlobStore, sid: str, out_dir: Path, verdict, cap: int, *, keep: bool) -> None:

@@ -5,7 +5,6 @@ its rules are in ``judge.service.blobs``."""
 from __future__ import annotations
 
 import fcntl
-import logging
 import os
 import secrets
 import shutil
@@ -14,11 +13,8 @@ from pathlib import Path
 from typing import Iterator
 
 from judge.errors import BlobExists, BlobTooLarge
-from judge.service.files import list_regular_files, open_regular_file
-
 from judge.service.blobs import PREVIEWS, Blob, BlobStore, check_owner, copy_capped
-
-log = logging.getLogger("judge.service.blobs")
+from judge.service.files import list_regular_files, open_regular_file
 
 
 class FileBlob(Blob):

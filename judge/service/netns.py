@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from judge.errors import UsageError
+from judge.pids import alive
 
 PREFIX = "judge"  # every namespace this module makes is named judge-<owner pid>-<tag>-<host>
 ALIAS = "judge-netns"  # the bridge's alias: "judge-netns <owner pid>"
@@ -52,15 +53,6 @@ def available() -> str | None:
         return "iproute2's `ip` is not installed (Debian: apt-get install iproute2)"
     return None
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
 
 
 def _children() -> dict[int, list[int]]:
@@ -112,7 +104,7 @@ def kill_namespace(netns: str, timeout: float = 10.0) -> int:
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + timeout
-    while any(_alive(p) and not _zombie(p) for p in stopped) and time.monotonic() < deadline:
+    while any(alive(p) and not _zombie(p) for p in stopped) and time.monotonic() < deadline:
         time.sleep(0.02)
     return len(stopped)
 
@@ -267,13 +259,13 @@ def sweep() -> list[str]:
     gone = []
     for line in _ip("netns", "list", check=False).stdout.splitlines():
         name = line.split()[0] if line.strip() else ""
-        if (m := _NS.match(name)) and not _alive(int(m.group(1))):
+        if (m := _NS.match(name)) and not alive(int(m.group(1))):
             _remove_namespace(name)
             gone.append(name)
     links = _ip("-j", "link", "show", "type", "bridge", check=False).stdout
     for link in json.loads(links or "[]"):
         alias = link.get("ifalias", "")
-        if alias.startswith(ALIAS + " ") and alias.split()[-1].isdigit() and not _alive(int(alias.split()[-1])):
+        if alias.startswith(ALIAS + " ") and alias.split()[-1].isdigit() and not alive(int(alias.split()[-1])):
             _ip("link", "del", link["ifname"], check=False)
             gone.append(link["ifname"])
     return gone
