@@ -401,6 +401,12 @@ def backward_losses(losses: Any, whats: Any, *, reaches: str = "logp") -> None:
         torch.autograd.backward(losses)
 
 
+def assert_exactly_zero(t: torch.Tensor, *, what: str) -> None:
+    """Fail unless every value of ``t`` is exactly 0 (a NaN is not), e.g. a gradient at padding."""
+    if not bool((t == 0).all()):
+        raise Feedback(f"{what} must be exactly 0, got {describe(t)}")
+
+
 def assert_no_grad(t: torch.Tensor, *, what: str) -> None:
     """Fail unless the frozen input ``t`` received no gradient (None or all zeros)."""
     g = t.grad

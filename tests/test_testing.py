@@ -175,3 +175,14 @@ def test_backward_losses_gives_each_leaf_its_own_gradient_and_names_a_loss_off_t
     assert c.grad is None  # nothing ran: a loss off the graph is refused before any backward
     with pytest.raises(Feedback, match="reaches x"):
         backward_losses([1.0], ["float"], reaches="x")
+
+
+def test_assert_exactly_zero_refuses_any_nonzero_or_nan_and_names_what():
+    from judge.testing import assert_exactly_zero
+
+    assert_exactly_zero(torch.zeros(3), what="g")
+    assert_exactly_zero(torch.tensor([-0.0, 0.0]), what="g")  # -0 is 0
+    assert_exactly_zero(torch.zeros(0), what="g")  # nothing to check
+    for bad in (torch.tensor([0.0, 1e-30]), torch.tensor([float("nan")]), torch.tensor([float("-inf")])):
+        with pytest.raises(Feedback, match=r"^gradient at padding must be exactly 0, got "):
+            assert_exactly_zero(bad, what="gradient at padding")
