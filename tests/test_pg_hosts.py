@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -63,14 +64,12 @@ class WorkerHost:
                 self.kill()
 
 
-@pytest.fixture
-def hosts(postgres, service_factory, tmp_path):
+@contextmanager
+def cluster(postgres, service_factory, tmp_path, *, concurrency: int = 1, **api_env):
+    """An API-only node and two worker hosts on a fresh database: (api, workers, store)."""
     url = postgres.fresh_database()
-    # the API node's poll of the events table is off (an hour): what wakes its waiters and
-    # streams is the other hosts' NOTIFY (judge.service.remote_changes)
-    api = service_factory(tmp_path / "api", workers=0, JUDGE_DATABASE_URL=url,
-                          JUDGE_NOTIFY_INTERVAL="3600").start()
-    workers = [WorkerHost(tmp_path / f"worker{i}", url) for i in range(2)]
+    api = service_factory(tmp_path / "api", workers=0, JUDGE_DATABASE_URL=url, **api_env).start()
+    workers = [WorkerHost(tmp_path / f"worker{i}", url, concurrency=concurrency) for i in range(2)]
     try:
         for w in workers:
             w.wait_ready()
@@ -79,6 +78,14 @@ def hosts(postgres, service_factory, tmp_path):
         for w in workers:
             w.stop()
         api.stop()
+
+
+@pytest.fixture
+def hosts(postgres, service_factory, tmp_path):
+    # the API node's poll of the events table is off (an hour): what wakes its waiters and
+    # streams is the other hosts' NOTIFY (judge.service.remote_changes)
+    with cluster(postgres, service_factory, tmp_path, JUDGE_NOTIFY_INTERVAL="3600") as c:
+        yield c
 
 
 def submit_all(api, n: int) -> list[str]:
@@ -240,17 +247,8 @@ def test_a_grading_stalled_twice_is_retried_once_then_error(postgres, service_fa
 def hosts2(postgres, service_factory, tmp_path):
     """An API node and two worker hosts with two workers each: per host, one slot on both queues
     and one on Runs only."""
-    url = postgres.fresh_database()
-    api = service_factory(tmp_path / "api", workers=0, JUDGE_DATABASE_URL=url).start()
-    workers = [WorkerHost(tmp_path / f"worker{i}", url, concurrency=2) for i in range(2)]
-    try:
-        for w in workers:
-            w.wait_ready()
-        yield api, workers, Store(url)
-    finally:
-        for w in workers:
-            w.stop()
-        api.stop()
+    with cluster(postgres, service_factory, tmp_path, concurrency=2) as c:
+        yield c
 
 
 def test_runs_and_the_fair_share_hold_across_hosts(hosts2):
