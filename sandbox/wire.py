@@ -281,23 +281,27 @@ def encode(value: Any, blobs: list[bytes], *, tensors: list[torch.Tensor] | None
 
 
 def _encode(value: Any, blobs: list, depth: int, tensors: list | None, strides: bool = False) -> Any:
-    if depth > MAX_DEPTH:
-        raise WireError("value nested too deeply")
     t = type(value)
-    if t is torch.Tensor or isinstance(value, torch.Tensor):
+    if t is torch.Tensor:  # the usual node first: a plain tensor
         if tensors is not None:
             tensors.append(value)
         return _encode_tensor(value, blobs, strides)
     if value is None or t is bool or t is str:  # exactly these: no subclasses
         return value
-    if t is int:  # beyond 64 bits as digits: orjson reads such a literal as a float
-        return value if -_I64 <= value < _I64 else {"I": _digits(value)}
     if t is float:
         return {"f": value if math.isfinite(value) else repr(value)}
+    if t is int:  # beyond 64 bits as digits: orjson reads such a literal as a float
+        return value if -_I64 <= value < _I64 else {"I": _digits(value)}
+    if depth >= MAX_DEPTH and t in (list, tuple, dict) and value:  # its items would be deeper
+        raise WireError("value nested too deeply")
     if t is list:
         return {"L": [_encode(v, blobs, depth + 1, tensors, strides) for v in value]}
     if t is tuple:
         return {"U": [_encode(v, blobs, depth + 1, tensors, strides) for v in value]}
+    if isinstance(value, torch.Tensor):  # a subclass: reported, never trusted
+        if tensors is not None:
+            tensors.append(value)
+        return _encode_tensor(value, blobs, strides)
     if t is dict and all(type(k) is str for k in value):
         return {"D": [[k, _encode(v, blobs, depth + 1, tensors, strides)] for k, v in value.items()]}
     return {"O": type_name(value), "r": _safe_repr(value)}
@@ -335,6 +339,7 @@ def _safe_repr(value: Any) -> str:
 ALIGN = 8  # each blob starts on an 8-byte boundary, so tensors can view the payload in place
 _ITEMSIZE = {name: torch.empty((), dtype=dt).element_size() for name, dt in DTYPES.items()}
 _PAD = [b"\0" * k for k in range(ALIGN)]
+_KINDS = {dt: (name, _ITEMSIZE[name]) for name, dt in DTYPES.items()}  # dtype -> (name, bytes per item)
 
 
 # A strided tensor crosses as the span of memory its strides cover when that span is at most this
@@ -352,18 +357,21 @@ def span(shape: Any, stride: Any) -> int:
 
 def _encode_tensor(t: torch.Tensor, blobs: list, strides: bool = False) -> dict:
     if type(t) is torch.Tensor:
-        plain = t.detach() if t.requires_grad else t  # numpy() refuses a tensor that requires grad
+        rg = t.requires_grad
+        plain = t.detach() if rg else t  # numpy() refuses a tensor that requires grad
         sub = None
     else:  # a Tensor subclass: reported, never trusted; its methods are not called
         with torch._C.DisableTorchFunctionSubclass():
             plain = torch.Tensor.detach(t)
+        rg = t.requires_grad
         sub = type_name(t)
-    name = _DTYPE_NAMES.get(plain.dtype)
-    if name is None:
+    kind = _KINDS.get(plain.dtype)
+    if kind is None:
         raise WireError(f"unsupported tensor dtype {plain.dtype}")
-    node = {"T": len(blobs) // 2, "dtype": name, "shape": list(plain.shape)}
+    name, itemsize = kind
+    node = {"T": len(blobs) >> 1, "dtype": name, "shape": list(plain.shape)}
     numel = plain.numel()
-    if not plain.is_cpu or not plain.is_contiguous():
+    if not (plain.is_cpu and plain.is_contiguous()):
         layout = plain.stride()
         covered = span(plain.shape, layout) if strides and plain.is_cpu else -1
         if 0 < covered <= STRIDED_SPAN_FACTOR * numel + 64:
@@ -371,18 +379,19 @@ def _encode_tensor(t: torch.Tensor, blobs: list, strides: bool = False) -> dict:
             plain, numel = plain.as_strided((covered,), (1,)), covered
         else:
             plain = plain.cpu().contiguous()
-    if t.requires_grad:
+    if rg:
         node["rg"] = True  # requires_grad (absent: False)
     if sub:
         node["sub"] = sub
-    n = numel * _ITEMSIZE[name]
+    n = numel * itemsize
     if not n:
-        raw = b""
-    elif name == "bfloat16":  # numpy has no bfloat16: its bytes through a uint8 view
-        raw = memoryview(plain.reshape(-1).view(torch.uint8).numpy())
+        blobs.append(b"")
+        blobs.append(b"")
+        return node
+    if name == "bfloat16":  # numpy has no bfloat16: its bytes through a uint8 view
+        blobs.append(memoryview(plain.reshape(-1).view(torch.uint8).numpy()))
     else:
-        raw = memoryview(plain.numpy()).cast("B")
-    blobs.append(raw)
+        blobs.append(memoryview(plain.numpy()).cast("B"))
     blobs.append(_PAD[-n % ALIGN])  # padding: an empty bytes object when already aligned
     return node
 
@@ -455,7 +464,27 @@ class Message:
         i = node["T"]
         if type(i) is not int or not 0 <= i < len(self._nb):
             raise WireError("bad tensor index")
-        if self._claimed[i] or not _TENSOR_KEYS.issuperset(node) or node.get("rg", True) is not True \
+        if self._claimed[i]:
+            raise WireError(f"bad tensor node {i} (a second node for its bytes)")
+        k = len(node)
+        # the usual node, {"T", "dtype", "shape"} and perhaps "rg": true, checked here in one pass
+        if k == 3 or (k == 4 and node.get("rg") is True):
+            name, shape = node.get("dtype"), node.get("shape")
+            np_dtype = _NUMPY.get(name) if type(name) is str else None
+            if np_dtype is not None and type(shape) is list and len(shape) <= 8:
+                n = np_dtype.itemsize
+                for d in shape:
+                    if type(d) is not int or d < 0:
+                        raise WireError("bad tensor node")
+                    n *= d
+                if n and n == self._nb[i]:  # a non-empty tensor, exactly its bytes
+                    self._claimed[i] = 1
+                    return torch.from_numpy(numpy.ndarray(shape, np_dtype, self.payload, self._starts[i]))
+        return self._tensor(node, i)
+
+    def _tensor(self, node: dict, i: int) -> torch.Tensor:
+        """Any other node: an empty tensor, bfloat16, a strided view, a flag, or a bad node."""
+        if not _TENSOR_KEYS.issuperset(node) or node.get("rg", True) is not True \
                 or type(node.get("sub", "")) is not str or len(node.get("sub", "")) > 200:
             raise WireError(f"bad tensor node {i} (a second node for its bytes, or a bad field)")
         self._claimed[i] = 1
