@@ -205,6 +205,8 @@ def test_rejects_shape_mismatch(sub, ctx):
 def test_rejects_unknown_score_function(sub, ctx):
     x, u, idx, w = _valid(ctx, 100)
     with batch(sub) as b:
-        runs = [(sf, _queue_both(b, u, idx, x, w, score_function=sf)) for sf in ("tanh", "sparsemax", "")]
+        # "Softmax" / "SIGMOID": the names are exact, not matched case-insensitively (.lower())
+        runs = [(sf, _queue_both(b, u, idx, x, w, score_function=sf))
+                for sf in ("tanh", "sparsemax", "", "Softmax", "SIGMOID")]
     for sf, queued in runs:
-        _check_both_raise(f"score_function={sf!r} (only 'softmax' and 'sigmoid' exist)", queued)
+        _check_both_raise(f"score_function={sf!r} (only 'softmax' and 'sigmoid' exist, spelt exactly so)", queued)

@@ -7,7 +7,9 @@ Which test covers which class of mistake:
   "sigmoid", with int64 and int32 ids, in both functions (a rule's softmax + int64 call that
   T0's test_rejects_* already makes is not made twice).
 - test_empty_token_batch: N = 0 tokens (an empty batch) gives [0, k] gates and a [0, D_out]
-  output of the input dtype, not a crash (min()/max() of an empty tensor raise).
+  output of the input dtype, not a crash (min()/max() of an empty tensor raise); and the
+  ValueError rules that need no rows (k = 0, k > E, float ids, score_function, expert_weight's
+  E) still hold with N = 0.
 - test_logit_regimes: logits of magnitude 25 / 60 / 85 (float32) and 25 / 100 / 700 (float64),
   selected and unselected, softmax and sigmoid, compared with tolerances scaled to the logits'
   magnitude (every stable formulation passes: exp(u - max), exp(u - logsumexp(u)), softmax of
@@ -84,6 +86,25 @@ def test_empty_token_batch(sub):
                 for sf in cases.SCORE_FUNCTIONS:
                     calls.append((dtype, id_dtype, sf, b.replay_gates(u, idx, score_function=sf),
                                   b.moe_replay_forward(x, u, idx, w, score_function=sf)))
+        # N = 0 is legal, but every ValueError rule still holds with no tokens: an early return
+        # for an empty batch before validating, or a k > E check left to the per-row range and
+        # repeat checks (which see no rows), accepts these.
+        u, x = torch.zeros(0, E, dtype=F64), torch.zeros(0, D, dtype=F64)
+        w = torch.randn(E, D, D_out, dtype=F64)
+        bad = [("expert_idx of shape (0, 0) (k = 0)", torch.zeros(0, 0, dtype=torch.int64), "softmax", w),
+               (f"int32 expert_idx of shape (0, {E + 2}) for E = {E} (k > E)",
+                torch.zeros(0, E + 2, dtype=torch.int32), "sigmoid", w),
+               ("a float expert_idx of shape (0, 2)", torch.zeros(0, k, dtype=F64), "sigmoid", w),
+               ("score_function='tanh'", torch.zeros(0, k, dtype=torch.int64), "tanh", w),
+               ("expert_weight for E = 4", torch.zeros(0, k, dtype=torch.int64), "softmax", w[:4])]
+        raising = []
+        for what, idx, sf, ww in bad:
+            what = f"(score_function={sf!r}) with N = 0 tokens and {what}"
+            if ww is w:
+                raising.append((f"replay_gates{what}", b.replay_gates(u, idx, score_function=sf)))
+            raising.append((f"moe_replay_forward{what}", b.moe_replay_forward(x, u, idx, ww, score_function=sf)))
+    for what, pending in raising:
+        expect_raises(ValueError, pending.get, what=what)
     for dtype, id_dtype, sf, gates, y in calls:
         what = f"(score_function={sf!r}, {dtype}, {id_dtype} ids) with N = 0 tokens"
         check_tensor(gates.value, what=f"replay_gates{what}", shape=(0, k), dtype=dtype)

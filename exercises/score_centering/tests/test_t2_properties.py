@@ -5,7 +5,8 @@ Which test covers which class (more in test_t2_regimes.py):
   spec's numbers; alpha' = rho f(1/rho) per mode.
 - test_gradient_identity_full_vocabulary_centering / test_whole_vocabulary_head_is_exact: the
   centring identity, P_H = Q_H = 1 up to rounding.
-- test_eps_floors_keep_extremes_finite: the floors, exact P_H = 1 and Q_H = 1, the default eps.
+- test_eps_floors_keep_extremes_finite: the floors, exact P_H = 1 and Q_H = 1, the default eps, and a
+  passed eps = 1e-3 in both functions (ignored, or not passed on from the loss).
 - test_mis_endpoints_are_inclusive: exact ties at both bounds in head, tail and token weights
   (neighbouring floats and log-space comparisons: test_t2_regimes).
 - test_correction_is_not_reweighted / test_on_policy_correction_vanishes: where the correction goes.
@@ -19,8 +20,8 @@ import math
 
 import torch
 
-from judge.testing import (Feedback, assert_close, assert_no_grad, batch, check_tensor, describe, leaf,
-                           sibling, visible)
+from judge.testing import (Feedback, all_close, assert_close, assert_no_grad, batch, check_tensor, describe,
+                           leaf, sibling, tolerance, visible)
 
 cases = sibling(__file__, "_cases")
 D = torch.float64
@@ -245,36 +246,72 @@ def test_whole_vocabulary_head_is_exact(sub, ctx):
 
 def test_eps_floors_keep_extremes_finite(sub, oracle, ctx):
     """P_H = 1 exactly with Q_H = .8 (rho = .2/eps), P_H = 1 - 1e-12, and Q_H = 1 exactly with P_H = .6:
-    the three heads in one call per mode (leading shape [3]; each position's floors its own)."""
+    the three heads in one call per mode (leading shape [3]; each position's floors its own).
+    Each mode also with eps = 1e-3 passed (not the default) on those heads and a fourth, tail
+    masses 1 - P_H = 1.5e-3, 1 - Q_H = 5e-4: rho = 1/3 under the default eps, 2/3 under 1e-3
+    (1/rho = 3 is outside mis's band [0.5, 2], 1.5 inside); and one sc_policy_loss call with
+    eps = 1e-3 on the same heads: an eps that is ignored, or not passed from the loss to the
+    correction, changes the value."""
     rows = [
         ("P_H = 1 exactly, Q_H = 0.8", [0.5, 0.5], [0.5, 0.3]),
         ("P_H = 1 - 1e-12, Q_H = 0.8", [0.5, 0.5 - 1e-12], [0.5, 0.3]),
         ("Q_H = 1 exactly, P_H = 0.6", [0.3, 0.3], [0.5, 0.5]),
+        ("P_H = 1 - 1.5e-3, Q_H = 1 - 5e-4", [0.5, 0.5 - 1.5e-3], [0.5, 0.5 - 5e-4]),
     ]
-    th0 = torch.tensor([p for _, p, _ in rows], dtype=D).log()           # [3, 2]
+    th0 = torch.tensor([p for _, p, _ in rows], dtype=D).log()           # [4, 2]
     sh = torch.tensor([q for _, _, q in rows], dtype=D).log()
     runs = []
     with batch(sub) as b:
         for mode in ("none", "tis", "mis"):
             low, high = (0.0, 2.0) if mode != "mis" else (0.5, 2.0)
-            th = leaf(th0)
-            runs.append((mode, low, high, th, b.sc_correction(th, sh, mode=mode, low=low, high=high)))
-    for mode, low, high, th, pending in runs:
-        c = check_tensor(pending.value, what=f"sc_correction on heads of shape (3, 2) (mode={mode!r})", shape=(3,))
+            for eps in (None, 1e-3):  # None: eps omitted, the default 1e-6
+                n = 3 if eps is None else 4
+                th = leaf(th0[:n])
+                kw = {} if eps is None else dict(eps=eps)
+                runs.append((mode, low, high, eps, n, th,
+                             b.sc_correction(th, sh[:n], mode=mode, low=low, high=high, **kw)))
+        loss_args = (torch.log(torch.tensor([[0.3, 0.45, 0.2, 0.5]], dtype=D)),
+                     torch.log(torch.tensor([[0.25, 0.3, 0.35, 0.5]], dtype=D)),
+                     th0.unsqueeze(0), sh.unsqueeze(0), torch.tensor([1.5], dtype=D),
+                     torch.ones(1, 4, dtype=torch.bool))
+        loss_kw = dict(mode="tis", low=0.0, high=2.0, eps=1e-3)
+        x, xh = leaf(loss_args[0]), leaf(loss_args[2])
+        loss = b.sc_policy_loss(x, loss_args[1], xh, *loss_args[3:], **loss_kw)
+    for mode, low, high, eps, n, th, pending in runs:
+        eps_kw = {} if eps is None else dict(eps=eps)
+        passed = "eps omitted (default 1e-6)" if eps is None else f"eps={eps} passed"
+        c = check_tensor(pending.value, what=f"sc_correction on heads of shape ({n}, 2) (mode={mode!r}, {passed})",
+                         shape=(n,))
         c.sum().backward()                                                # row r's gradient reaches th[r] only
         _no_grad_is_feedback(th, f"sc_correction (mode={mode!r})")
-        for r, (what, p, q) in enumerate(rows):
+        kw = dict(mode=mode, low=low, high=high, **eps_kw)
+        want_c, want_g = oracle.sc_correction(th0[:n], sh[:n], **kw), oracle.sc_coefficients(th0[:n], sh[:n], **kw)
+        got_c, got_g = c.detach().double(), th.grad.double()
+        # every row at once first, at the float64 tolerance (no looser than assert_close's below)
+        rtol, atol = tolerance(D)
+        if all_close(got_c, want_c, rtol=rtol, atol=atol) and all_close(got_g, want_g, rtol=rtol, atol=atol):
+            continue
+        for r, (what, p, q) in enumerate(rows[:n]):  # a mismatch: name its row
             inputs = dict(p_head=torch.tensor(p, dtype=D), q_head=torch.tensor(q, dtype=D), mode=mode,
-                          low=low, high=high, eps=1e-6)
+                          low=low, high=high, eps=eps or 1e-6)
             if not (math.isfinite(float(c[r].detach())) and bool(torch.isfinite(th.grad[r]).all())):
                 raise Feedback(f"{what} (mode={mode!r}): the correction must stay finite thanks to the floors "
                                f"rho = max(1 - Q_H, eps) / max(1 - P_H, eps); got c = {describe(c[r])}, "
                                f"gradient {describe(th.grad[r])}")
-            assert_close(c[r], oracle.sc_correction(th0[r], sh[r], mode=mode, low=low, high=high),
-                         what=f"correction value with {what} (mode={mode!r}; both tail masses floored at eps)",
+            assert_close(c[r], want_c[r], what=f"correction value with {what} (mode={mode!r}, {passed}; both tail "
+                                               f"masses floored at eps)", inputs=inputs)
+            assert_close(th.grad[r], want_g[r], what=f"head coefficients with {what} (mode={mode!r}, {passed})",
                          inputs=inputs)
-            assert_close(th.grad[r], oracle.sc_coefficients(th0[r], sh[r], mode=mode, low=low, high=high),
-                         what=f"head coefficients with {what} (mode={mode!r})", inputs=inputs)
+    shown = dict(zip(("logp", "rollout_logp", "train_head_logp", "sampler_head_logp", "advantages", "mask"),
+                     loss_args))
+    what = "sc_policy_loss(mode='tis', low=0, high=2, eps=1e-3) on the four heads above (eps reaches the correction)"
+    out = loss.value
+    assert_close(out, oracle.sc_policy_loss(*loss_args, **loss_kw), what=what, inputs=shown)
+    out.backward()
+    g_logp, g_head = oracle.sc_policy_loss_grads(*loss_args, **loss_kw)
+    if xh.grad is None:
+        raise Feedback(f"{what}: no gradient reached train_head_logp")
+    assert_close(xh.grad, g_head, what=f"d loss / d train_head_logp, {what}", inputs=shown)
 
 
 def test_mis_endpoints_are_inclusive(sub, ctx):
