@@ -51,6 +51,9 @@ def test_group_advantages_rejects_bad_group_size(sub):
     rewards = torch.tensor([0.0, 1.0, 1.0, 0.0, 0.5, 1.0], dtype=F64)
     with batch(sub) as b:
         p4, p5, p0, pm2 = (b.group_advantages(rewards, G) for G in (4, 5, 0, -2))
+        # N = 0 is a multiple of every group_size, but group_size <= 0 is still invalid there
+        # (an early return for empty rewards must not skip the checks)
+        e0, em3 = (b.group_advantages(torch.zeros(0, dtype=F64), G) for G in (0, -3))
     expect_raises(ValueError, p4.get,
                   what="group_advantages with N=6 rewards and group_size=4 (6 % 4 != 0)")
     expect_raises(ValueError, p5.get,
@@ -59,6 +62,8 @@ def test_group_advantages_rejects_bad_group_size(sub):
                   what="group_advantages with group_size=0")
     expect_raises(ValueError, pm2.get,
                   what="group_advantages with group_size=-2 (6 % -2 == 0 in Python, still invalid)")
+    expect_raises(ValueError, e0.get, what="group_advantages with N=0 rewards and group_size=0")
+    expect_raises(ValueError, em3.get, what="group_advantages with N=0 rewards and group_size=-3")
 
 
 @visible
@@ -67,12 +72,15 @@ def test_group_advantages_rejects_non_1d_rewards(sub):
         p2d = b.group_advantages(torch.zeros(2, 4, dtype=F64), 4)
         p81 = b.group_advantages(torch.zeros(8, 1, dtype=F64), 4)
         p0d = b.group_advantages(torch.tensor(1.0, dtype=F64), 1)
+        p04 = b.group_advantages(torch.zeros(0, 4, dtype=F64), 4)    # empty, but 2-D
     expect_raises(ValueError, p2d.get,
                   what="group_advantages with 2-D rewards of shape (2, 4)")
     expect_raises(ValueError, p81.get,
                   what="group_advantages with rewards of shape (8, 1)")
     expect_raises(ValueError, p0d.get,
                   what="group_advantages with 0-dim rewards")
+    expect_raises(ValueError, p04.get,
+                  what="group_advantages with empty 2-D rewards of shape (0, 4) (not 1-D, although empty)")
 
 
 @visible
@@ -112,6 +120,9 @@ def test_grpo_loss_rejects_bad_shapes(sub):
         # an all-empty mask does not skip validation
         ("an all-empty mask and advantages of shape (2, 1)", (logp, old, adv[:, None], torch.zeros_like(mask))),
         ("an all-empty mask of shape (2, 2) with logp (2, 3)", (logp, old, adv, torch.zeros_like(mask)[:, :2])),
+        # nor does an empty batch (B = 0): an early return for it must come after the checks
+        ("B = 0 and a mask of shape (0, 2) with logp (0, 3)", (logp[:0], old[:0], adv[:0], mask[:0, :2])),
+        ("B = 0 and advantages of shape (0, 1)", (logp[:0], old[:0], adv[:0, None], mask[:0])),
     ]
     with batch(sub) as b:
         outs = [b.grpo_loss(*args) for _, args in bad]

@@ -9,7 +9,12 @@ Which test covers which class (issue 17):
 - test_tiny_probabilities: log-probs of -110 (float32) / -800 (float64), whose exp is 0: the ratio
   comes from the log difference, never exp(a) / exp(b).
 - test_clip_widths_used_as_given: widths 0, 1 and 1.5 checked for values (no "clip_high or
-  clip_low" fallback, no validation).
+  clip_low" fallback, no validation), r = 1 exactly on a bound of width 0 (not clipped: gradient
+  -A r, a ">=" decision gives 0) and r = e^-25 with A < 0 under a lower bound <= 0 (no floor).
+- test_ratio_exactly_on_a_bound: float32 ratios equal to float32(1.2) / float32(0.7) and float64
+  ones equal to 0.8 / 1.3, each ON its bound (not clipped) when compared in the inputs' dtype;
+  upcasting a float32 ratio to float64, or building float64 bounds as float32 tensors, puts them
+  outside and zeroes their gradient.
 - test_rewards_with_a_large_offset_float32: rewards 3000 +- 1 in float32 (a one-pass variance
   E[x^2] - mean^2 loses every digit there), and N = 0.
 """
@@ -108,12 +113,21 @@ def test_tiny_probabilities(sub):
 
 def test_clip_widths_used_as_given(sub):
     # (clip_low, clip_high, log-ratios, A, token losses, token gradients)
+    # A log-ratio of 0 (r = 1 exactly) with a width of 0 sits ON the bound: both terms of the min
+    # are equal, the token is not clipped (the zero-gradient cases are r > 1 + clip_high with A > 0
+    # and r < 1 - clip_low with A < 0, strictly), so its gradient is -A r (what autograd gives for
+    # the literal -min(r A, clip(r) A) too); a ">=" decision gives 0. A ratio of e^-25 with
+    # A < 0 and clip_low >= 1 is not clipped either: a lower bound <= 0 never binds (no floor
+    # such as max(1 - clip_low, 1e-6)).
+    e25 = math.exp(-25.0)
     table = [
-        (0.2, 0.0, [math.log(1.1), math.log(0.9)], [1.0, 1.0], [-1.0, -0.9], [0.0, -0.9]),
-        (0.0, 0.2, [math.log(0.9), math.log(1.1)], [-1.0, -1.0], [1.0, 1.1], [0.0, 1.1]),
-        (0.0, 0.0, [math.log(1.3), math.log(0.7)], [1.0, -1.0], [-1.0, 1.0], [0.0, 0.0]),
-        (1.0, 0.5, [math.log(0.25), math.log(1.6)], [-1.0, 2.0], [0.25, -3.0], [0.25, 0.0]),
-        (1.5, 0.5, [math.log(0.25), math.log(0.5)], [-1.0, 1.0], [0.25, -0.5], [0.25, -0.5]),
+        (0.2, 0.0, [math.log(1.1), math.log(0.9), 0.0], [1.0, 1.0, 1.0], [-1.0, -0.9, -1.0], [0.0, -0.9, -1.0]),
+        (0.0, 0.2, [math.log(0.9), math.log(1.1), 0.0], [-1.0, -1.0, -1.0], [1.0, 1.1, 1.0], [0.0, 1.1, 1.0]),
+        (0.0, 0.0, [math.log(1.3), math.log(0.7), 0.0, 0.0], [1.0, -1.0, 1.0, -1.0], [-1.0, 1.0, -1.0, 1.0],
+         [0.0, 0.0, -1.0, 1.0]),
+        (1.0, 0.5, [math.log(0.25), math.log(1.6), -25.0], [-1.0, 2.0, -1.0], [0.25, -3.0, e25], [0.25, 0.0, e25]),
+        (1.5, 0.5, [math.log(0.25), math.log(0.5), -25.0], [-1.0, 1.0, -2.0], [0.25, -0.5, 2 * e25],
+         [0.25, -0.5, 2 * e25]),
     ]
     with batch(sub) as b:
         queued = [(row, _queue(b, row[2], row[3], F64, clip_low=row[0], clip_high=row[1])) for row in table]
@@ -121,7 +135,48 @@ def test_clip_widths_used_as_given(sub):
         _check(lp, inputs, pending, tok, grad,
                what=f"grpo_loss with clip_low={cl}, clip_high={ch}, ratios "
                     f"{[round(math.exp(x), 4) for x in lr]}, A = {A}: the widths are used as given "
-                    f"(a width of 0 is a width, not 'unset'; a lower bound <= 0 never binds)")
+                    f"(a width of 0 is a width, not 'unset'; r = 1 on a bound of width 0 is not clipped, its "
+                    f"gradient is -A r; a lower bound <= 0 never binds, not even for r = e^-25)")
+
+
+def _exact_log_ratio(target: float, dtype: torch.dtype) -> float:
+    """A log-ratio x representable in ``dtype`` with torch.exp(x) == dtype(target) exactly, as
+    torch computes exp in ``dtype`` (the neighbours of log(target) are searched)."""
+    want = torch.tensor(target, dtype=dtype)
+    up = down = torch.tensor(math.log(target), dtype=dtype)
+    for _ in range(64):
+        for cand in (up, down):
+            if bool(torch.exp(cand) == want):
+                return float(cand)
+        up = torch.nextafter(up, torch.tensor(math.inf, dtype=dtype))
+        down = torch.nextafter(down, torch.tensor(-math.inf, dtype=dtype))
+    raise RuntimeError(f"test setup: no {dtype} log-ratio maps exactly to {target}")
+
+
+def test_ratio_exactly_on_a_bound(sub):
+    """A ratio equal to its bound in the inputs' dtype is not clipped: the two terms of the min
+    are equal and the gradient is -A r. float32(1.2) = 1.2000000477 is above the float64 number
+    1.2 and float32(0.7) = 0.6999999881 below 0.7, so a comparison after upcasting the float32
+    ratio to float64 clips them; float32 bounds (torch.tensor(1 - clip_low)) clip the float64
+    ratios 0.8 and 1.3 (float32(0.8) > 0.8, float32(1.3) < 1.3)."""
+    # (dtype, clip_low, clip_high, [(bound value, A)])
+    table = [(F32, 0.3, 0.2, [(1.2, 1.0), (0.7, -1.0)]),
+             (F64, 0.2, 0.3, [(0.8, -1.0), (1.3, 2.0)])]
+    with batch(sub) as b:
+        queued = []
+        for dtype, cl, ch, rows in table:
+            lrs = [_exact_log_ratio(v, dtype) for v, _ in rows]
+            queued.append((dtype, cl, ch, rows,
+                           _queue(b, lrs, [a for _, a in rows], dtype, clip_low=cl, clip_high=ch)))
+    for dtype, cl, ch, rows, (lp, inputs, pending) in queued:
+        r = torch.exp(inputs["logp"][:, 0]).to(F64).tolist()     # == dtype(bound), as set up
+        A = [a for _, a in rows]
+        _check(lp, inputs, pending, [-ri * a for ri, a in zip(r, A)], [-a * ri for ri, a in zip(r, A)],
+               what=f"grpo_loss with ratios {[repr(x) for x in r]} ({dtype}), each equal to its bound "
+                    f"(clip_low={cl}, clip_high={ch}) in {str(dtype).replace('torch.', '')}, A = {A}: compare "
+                    f"the ratio with the bounds in the inputs' dtype (not after upcasting a float32 ratio "
+                    f"to float64, not with float32 bounds for float64 inputs); a ratio on its bound is "
+                    f"not clipped (both terms are equal, the gradient is -A r)")
 
 
 def test_rewards_with_a_large_offset_float32(sub, oracle):
