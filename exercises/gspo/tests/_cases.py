@@ -10,11 +10,13 @@ FILLS = (math.nan, math.inf, 1e30, -math.inf, -1e30)
 
 def random_batch(g: torch.Generator, B: int, L: int, dtype: torch.dtype, *, fill: float = math.nan,
                  old_fill: float | None = None, spread: float = 0.5, noise: float = 0.15,
-                 empty_row: int | None = None, float_mask: bool = False, full: bool = False):
+                 empty_row: int | None = None, float_mask: bool = False, full: bool = False,
+                 zero_adv_row: int | None = None):
     """(logp, old_logp, advantages, mask) with padding filled with ``fill``.
 
     Each response gets its own log-ratio offset in [-spread, spread] plus small per-token noise,
-    so some sequence ratios fall inside the clip band and some outside it.
+    so some sequence ratios fall inside the clip band and some outside it. ``zero_adv_row`` gets
+    the advantage 0 (a group whose rewards are all equal): it adds 0 but still counts in B.
     """
     f64 = torch.float64
     logp = -(torch.rand(B, L, generator=g, dtype=f64) * 3.0 + 0.05)
@@ -29,6 +31,8 @@ def random_batch(g: torch.Generator, B: int, L: int, dtype: torch.dtype, *, fill
     if empty_row is not None:
         mask[empty_row] = False
     adv = torch.randn(B, generator=g, dtype=f64)
+    if zero_adv_row is not None:
+        adv[zero_adv_row] = 0.0
     logp = logp.masked_fill(~mask, fill)
     old = old.masked_fill(~mask, fill if old_fill is None else old_fill)
     m = mask.to(dtype) if float_mask else mask

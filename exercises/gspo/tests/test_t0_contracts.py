@@ -96,6 +96,8 @@ def test_shape_mismatches_raise_value_error(sub):
         ("mask of shape (4, 4)", logp, old, adv, torch.ones(4, 4, dtype=torch.bool)),
         ("1-D logp, old_logp, mask of shape (4,)", logp[0], old[0], adv[:1], mask[0]),
         ("3-D logp, old_logp, mask of shape (3, 4, 1)", logp[..., None], old[..., None], adv, mask[..., None]),
+        # an empty batch (B = 0) does not skip validation: an early return for it comes after the checks
+        ("B = 0 and a mask of shape (0, 3) with logp (0, 4)", logp[:0], old[:0], adv[:0], mask[:0, :3]),
     ]
     bad_adv = (("advantages of shape (3, 1)", adv[:, None]),
                ("advantages of shape (4,)", torch.zeros(4, dtype=torch.float64)),
@@ -119,6 +121,8 @@ def test_shape_mismatches_raise_value_error(sub):
                       "gspo_loss with an all-empty mask and advantages of shape (3, 1)"))
         calls.append((b.sequence_ratio(logp, old[:, :3], none[:, :3]),
                       "sequence_ratio with an all-empty mask of shape (3, 3) and logp (3, 4)"))
+        calls.append((b.gspo_loss(logp[:0], old[:0], adv[:0, None], mask[:0]),
+                      "gspo_loss with B = 0 and advantages of shape (0, 1)"))
     for pending, what in calls:
         expect_raises(ValueError, pending.get, what=what)
 

@@ -2,6 +2,9 @@
 inputs, from the smallest case to the largest; the first (smallest) mismatch is reported.
 
 Which test covers which class (issue 17):
+- test_small_random_cases_match_oracle / test_random_cases_match_oracle: every fill, bool and float
+  masks, empty rows, and (every third case with B >= 2) a non-empty response with A = 0, which
+  adds 0 but counts in B (a mean over the responses with A != 0 differs).
 - test_seeded_shapes_regimes_mask_kinds_and_defaults: shapes drawn per seed (B = 1, L = 1, one
   batch of >= 16k tokens, i.e. long responses, against the vectorised reference), every mask kind
   and fill, clip_eps omitted or drawn (0 and >= 1 used as given), mean log-ratios +-12 (verl's
@@ -31,8 +34,10 @@ def _check_cases(sub, oracle, ctx, sizes, salt):
                 fill = cases.FILLS[k % len(cases.FILLS)]
                 old_fill = cases.FILLS[(k + 2) % len(cases.FILLS)]
                 empty_row = (k % B) if (B >= 2 and k % 2 == 1) else None
+                zero_adv_row = ((k + 1) % B) if (B >= 2 and k % 3 == 0) else None   # never the empty row
                 logp, old, adv, mask = cases.random_batch(g, B, L, dtype, fill=fill, old_fill=old_fill,
-                                                          empty_row=empty_row, float_mask=(k % 3 == 2))
+                                                          empty_row=empty_row, float_mask=(k % 3 == 2),
+                                                          zero_adv_row=zero_adv_row)
                 eps = CLIP_EPS[k % len(CLIP_EPS)]
                 kw = {} if eps is None else {"clip_eps": eps}
                 eps_val = 0.2 if eps is None else eps

@@ -9,7 +9,12 @@ Which test covers which class (issue 17):
   gradient 0, not NaN).
 - test_tiny_probabilities: log-probs of -110 (float32) / -800 (float64), whose exp is 0.
 - test_clip_eps_used_as_given: clip_eps 0, 1 and 1.5 checked for values (no validation, no
-  "clip_eps or 0.2").
+  "clip_eps or 0.2"), s = 1 exactly on the band [1, 1] of clip_eps = 0 (not clipped: a ">="
+  decision zeroes its gradient) and s = e^-25 with A < 0 under a lower bound <= 0 (no floor).
+- test_sequence_ratio_exactly_on_a_bound: float32 s equal to float32(1.2), float32(0.8),
+  float32(0.7), float32(1.3) and float64 s equal to 0.8 and 1.2, each ON its bound (not clipped)
+  when compared in the inputs' dtype; upcasting a float32 s to float64, or float32 bounds for
+  float64 inputs, clips some of them.
 """
 
 from __future__ import annotations
@@ -46,10 +51,12 @@ def _expect(inputs, eps):
     m = inputs["mask"]
     d = torch.where(m, inputs["logp"].double() - inputs["old_logp"].double(), 0.0)
     n = m.sum(-1)
-    s = torch.exp(d.sum(-1) / n).to(inputs["logp"].dtype).double()
+    s_native = torch.exp(d.sum(-1) / n).to(inputs["logp"].dtype)
+    s = s_native.double()
     A = inputs["advantages"].double()
     B = len(A)
-    clipped = ((A > 0) & (s > 1 + eps)) | ((A < 0) & (s < 1 - eps))
+    # compared with the bounds in the inputs' dtype (a Python float is rounded to it), as the spec says
+    clipped = ((A > 0) & (s_native > 1 + eps)) | ((A < 0) & (s_native < 1 - eps))
     J = torch.minimum(s * A, s.clamp(1 - eps, 1 + eps) * A)
     grad = torch.where(clipped[:, None] | ~m, 0.0, (-A * s / (B * n))[:, None].expand(m.shape))
     return s, -J.sum() / B, grad
@@ -108,10 +115,50 @@ def test_tiny_probabilities(sub):
 
 
 def test_clip_eps_used_as_given(sub):
-    rows = [[math.log(1.1)], [math.log(0.9)], [math.log(3.0)], [math.log(0.2)]]
-    A = [1.0, -1.0, 1.0, -1.0]
+    # s = 1 exactly (logp == old_logp) with clip_eps = 0 sits ON the band [1, 1]: not clipped
+    # (A > 0 with s <= 1 + eps, A < 0 with s >= 1 - eps), gradient -A s / (B n); a ">=" decision
+    # gives 0. s = e^-25 with A < 0 and clip_eps >= 1 is not clipped either (no floor on 1 - eps).
+    rows = [[math.log(1.1)], [math.log(0.9)], [math.log(3.0)], [math.log(0.2)], [0.0], [0.0, 0.0],
+            [-25.0]]
+    A = [1.0, -1.0, 1.0, -1.0, 1.0, -1.0, -1.0]
     with batch(sub) as b:
         queued = [(eps, _rows(b, rows, A, F64, clip_eps=eps)) for eps in (0.0, 1.0, 1.5)]
     for eps, q in queued:
-        _check(*q, eps=eps, what=f"sequence ratios [1.1, 0.9, 3, 0.2] with A = {A} and clip_eps={eps}: the width "
-                                 f"is used as given (0 is a width, not 'unset'; a lower bound <= 0 never binds)")
+        _check(*q, eps=eps, what=f"sequence ratios [1.1, 0.9, 3, 0.2, 1, 1, e^-25] with A = {A} and clip_eps={eps}: "
+                                 f"the width is used as given (0 is a width, not 'unset'; s = 1 on the band [1, 1] is "
+                                 f"not clipped, its gradient is -A s / (B n); a lower bound <= 0 never binds, not "
+                                 f"even for s = e^-25)")
+
+
+def _exact_log_ratio(target: float, dtype: torch.dtype) -> float:
+    """A log-ratio x representable in ``dtype`` with torch.exp(x) == dtype(target) exactly, as
+    torch computes exp in ``dtype`` (the neighbours of log(target) are searched)."""
+    want = torch.tensor(target, dtype=dtype)
+    up = down = torch.tensor(math.log(target), dtype=dtype)
+    for _ in range(64):
+        for cand in (up, down):
+            if bool(torch.exp(cand) == want):
+                return float(cand)
+        up = torch.nextafter(up, torch.tensor(math.inf, dtype=dtype))
+        down = torch.nextafter(down, torch.tensor(-math.inf, dtype=dtype))
+    raise RuntimeError(f"test setup: no {dtype} log-ratio maps exactly to {target}")
+
+
+def test_sequence_ratio_exactly_on_a_bound(sub):
+    """An s equal to its bound in the inputs' dtype is not clipped: gradient -A s / (B n).
+    float32(1.2) = 1.2000000477 is above the float64 number 1.2 and float32(0.7) = 0.6999999881
+    below 0.7, so comparing after upcasting a float32 s to float64 clips them; float32 bounds
+    (torch.tensor(1 - eps)) clip the float64 s = 0.8 (float32(0.8) > 0.8) and s = 1.2."""
+    table = [(F32, 0.2, [(1.2, 1.0), (0.8, -0.5)]), (F32, 0.3, [(0.7, -1.0), (1.3, 1.0)]),
+             (F64, 0.2, [(0.8, -1.0), (1.2, 2.0)])]
+    with batch(sub) as b:
+        queued = []
+        for dtype, eps, pairs in table:
+            rows = [[_exact_log_ratio(v, dtype)] for v, _ in pairs]
+            queued.append((dtype, eps, pairs, _rows(b, rows, [a for _, a in pairs], dtype, base=0.0, clip_eps=eps)))
+    for dtype, eps, pairs, q in queued:
+        _check(*q, eps=eps, what=f"one-token responses with s = {[v for v, _ in pairs]} as {dtype} values (each "
+                                 f"equal to its bound for clip_eps={eps}) and A = {[a for _, a in pairs]}: compare s "
+                                 f"with the bounds in the inputs' dtype (not after upcasting a float32 s to float64, "
+                                 f"not with float32 bounds for float64 inputs); an s on its bound is not clipped "
+                                 f"(gradient -A s / (B n))")
