@@ -7,7 +7,8 @@ Which test covers which class (issue 17; the regimes are in test_t2_regimes.py):
   ValueError rule, under both anchors; the legal edges eps_low = 0 and eps_low > 1. (The same
   rules with an all-empty mask, under every configuration, and B = 1 with a 0-d advantage:
   test_t2_regimes.test_validation_with_empty_masks.)
-- test_bad_shapes_raise: shape rules in both functions.
+- test_bad_shapes_raise: shape rules in both functions (1-D and 3-D loss inputs with advantages
+  of matching length; a given rollout_logp of the wrong shape under anchor "old" without TIS).
 - test_empty_mask: a bool (float64 inputs) and a 0/1 float32 (float32 inputs) all-empty mask
   with a NaN in the padding, every configuration (bool with float32, float masks of the other
   dtype, int64 masks, inf padding and B = 0: test_t2_regimes).
@@ -136,6 +137,12 @@ def test_bad_shapes_raise(sub):
         "a mask of shape [B, L - 1]": dict(mask=mask[:, :2]),
         "old_logp of shape [B, L + 1]": dict(old_logp=torch.cat([old, old[:, :1]], dim=1)),
         "a 1-D logp": dict(logp=logp[0], old_logp=old[0], mask=mask[0]),
+        # non-2-D inputs whose shapes agree, with advantages of length shape[0] (so only the
+        # 2-D rule can fire): a loss that compares shapes and inlines the weights broadcasts them
+        "1-D [L] inputs and advantages [L]": dict(logp=logp[0], old_logp=old[0], mask=mask[0],
+                                                  advantages=torch.zeros(3, dtype=logp.dtype)),
+        "3-D [1, B, L] inputs and advantages [1]": dict(logp=logp[None], old_logp=old[None],
+                                                        mask=mask[None], advantages=adv[:1]),
     }
     with batch(sub) as b:
         calls = []
@@ -143,9 +150,13 @@ def test_bad_shapes_raise(sub):
             args = dict(logp=logp, old_logp=old, advantages=adv, mask=mask)
             args.update(over)
             calls.append((b.cispo_loss(args["logp"], args["old_logp"], args["advantages"], args["mask"]),
-                          f"cispo_loss with {label} (logp is {describe(logp)})"))
+                          f"cispo_loss with {label} (logp is {describe(args['logp'])})"))
         calls.append((b.cispo_loss(logp, old, adv, mask, rollout_logp=rollout[:1], anchor="rollout"),
                       'cispo_loss(anchor="rollout") with rollout_logp of shape [1, L]'))
+        # Shapes: "(when given) rollout_logp" is [B, L] too, also where its values are ignored
+        calls.append((b.cispo_loss(logp, old, adv, mask, rollout_logp=rollout[:, :2]),
+                      'cispo_loss(anchor="old", tis_enabled=False) with rollout_logp of shape '
+                      '[B, L - 1] (ignored for its values, but a given rollout_logp must be [B, L])'))
         for label, (lp, an, m) in {
             "anchor_logp of shape [B, L - 1]": (logp, old[:, :2], mask),
             "a mask of shape [B - 1, L]": (logp, old, mask[:1]),

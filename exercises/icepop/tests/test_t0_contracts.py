@@ -5,7 +5,7 @@ Which test covers which class (issue 17; the regimes are in test_t2_regimes.py):
   preservation, a scalar () loss on the graph, for both aggregations.
 - test_empty_mask: all-empty bool and float masks, both aggregations, graph-connected zero.
   (NaN/inf padding under an all-empty mask, int64 masks and B = 0: test_t2_regimes.)
-- test_shape_errors: every shape rule in both functions. (The same rules with an all-empty
+- test_shape_errors: every shape rule in both functions (1-D and 3-D inputs to both). (The same rules with an all-empty
   mask, and B = 1 with a 0-d advantage: test_t2_regimes.test_validation_with_empty_masks.)
 - test_bound_validation / test_valid_edge_bounds_accepted: the band rule in both functions,
   NaN included; the legal edges low = 0 and low = high.
@@ -132,6 +132,13 @@ def test_shape_errors(sub):
              "icepop_ppo_loss with rollout_logp [1, 3] and logp [2, 3]"),
             (b.icepop_ppo_loss(logp, old, rollout, adv, mask[:, :2]),
              "icepop_ppo_loss with a [2, 2] mask for [2, 3] log-probs"),
+            # non-2-D inputs whose shapes agree, with advantages of length shape[0]: a loss that
+            # only compares shapes (and computes its own weights, skipping icepop_weights'
+            # 2-D check) broadcasts them into a value
+            (b.icepop_ppo_loss(logp[0], old[0], rollout[0], torch.zeros(3, dtype=F64), mask[0]),
+             "icepop_ppo_loss with 1-D [3] inputs and advantages [3]"),
+            (b.icepop_ppo_loss(logp[None], old[None], rollout[None], adv[:1], mask[None]),
+             "icepop_ppo_loss with 3-D [1, 2, 3] inputs and advantages [1]"),
         ]
     for p, what in calls:
         expect_raises(ValueError, p.get, what=what)
