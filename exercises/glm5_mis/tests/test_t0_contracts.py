@@ -6,7 +6,8 @@ Which test covers which class (issue 17):
   test_bad_widths_raise_value_error (each bad width in both functions).
 - empty masks: test_empty_mask_gives_a_graph_connected_zero (every mask kind incl. float64 and
   int64, NaN/inf/1e30 padding under the empty mask, B = 0).
-- mixed dtypes: test_mask_dtype_does_not_change_the_result_dtype; float64 advantages with float32
+- mixed dtypes: test_mask_dtype_does_not_change_the_result_dtype (also bfloat16, float16, uint8
+  and int32 masks on 2049 valid tokens, a count bfloat16/float16 cannot hold); float64 advantages with float32
   logp and int64 masks are in T1's seeded test.
 """
 
@@ -15,7 +16,7 @@ import math
 import torch
 
 from judge import cases as jc
-from judge.testing import Feedback, batch, check_tensor, describe, expect_raises, leaf, visible
+from judge.testing import Feedback, assert_close, batch, check_tensor, describe, expect_raises, leaf, visible
 
 
 def _inputs(g, B, L, dtype, bool_mask=True):
@@ -60,17 +61,34 @@ def test_loss_is_a_scalar_tensor_in_the_input_dtype(sub, ctx):
                            f"or build it from .item() values")
 
 
-def test_mask_dtype_does_not_change_the_result_dtype(sub, ctx):
+# Mask dtypes beyond judge.cases.MASK_KINDS ("0/1 in any float or integer dtype"), on N = 2049
+# valid tokens: bfloat16 and float16 cannot hold 2049 (both round it to 2048), so a token count
+# taken in the mask's own dtype (mask.sum().to(logp.dtype)) is off by 1/2049.
+OTHER_MASK_DTYPES = (torch.bfloat16, torch.float16, torch.uint8, torch.int32)
+
+
+def test_mask_dtype_does_not_change_the_result_dtype(sub, ref, ctx):
     g = ctx.generator(3)
     logp, rollout, adv, mask = _inputs(g, 2, 3, torch.float32)
     mask64 = mask.to(torch.float64)
+    big = _inputs(g, 3, 683, torch.float64)[:3]  # 2049 tokens, every one valid
+    big_valid = torch.ones(3, 683, dtype=torch.bool)
     with batch(sub) as b:
         w = b.masked_is_weights(logp, rollout, mask64)
         loss = b.offpolicy_loss(leaf(logp), rollout, adv, mask64)
+        others = [(dt, b.offpolicy_loss(leaf(big[0]), big[1], big[2], big_valid.to(dt)))
+                  for dt in OTHER_MASK_DTYPES]
+    expected = ref.offpolicy_loss(big[0], big[1], big[2], big_valid)  # while the submission runs
     check_tensor(w.value, what="masked_is_weights with float32 log-probs and a float64 0/1 mask",
                  shape=(2, 3), dtype=torch.float32)
     check_tensor(loss.value, what="offpolicy_loss with float32 log-probs and a float64 0/1 mask "
                  "(count the tokens in logp's dtype)", shape=(), dtype=torch.float32)
+    for dt, pending in others:
+        what = (f"offpolicy_loss with a {dt} 0/1 mask, 2049 valid tokens (float64 log-probs): N = 2049"
+                + (f", which {dt} cannot hold (count the tokens as integers, or in logp's dtype)"
+                   if dt.is_floating_point else ""))
+        out = check_tensor(pending.value, what=what, shape=(), dtype=torch.float64)
+        assert_close(out, expected, what=what, inputs={"mask dtype": str(dt), "N": 2049})
 
 
 @visible

@@ -5,7 +5,8 @@ Which test covers which class (issue 17):
 - exact ties at the bounds: test_strict_endpoints, test_native_dtype_comparison (the float on the
   bound and its neighbour; a log-space comparison misjudges the neighbours whose exp rounds onto
   the bound), test_hand_checked_case.
-- overflow: test_extreme_log_ratios (+-1000 and +-100 in both dtypes).
+- overflow: test_extreme_log_ratios (+-1000 and +-100 in both dtypes; and, with a window wide
+  enough to keep them, log-ratios of +-21 to 690, which a clamped log-ratio gets wrong).
 - padding: test_padding_with_nan_inf_and_huge_values; detachment:
   test_weights_and_rollout_and_advantages_are_detached; denominator:
   test_denominator_counts_rejected_tokens.
@@ -104,16 +105,27 @@ def test_strict_endpoints(sub):
 
 def test_native_dtype_comparison(sub):
     """A float32 ratio equal to float32(0.8) is ON the lower bound for clip_low=0.2 (it is above the
-    float64 number 0.8); a float64 ratio equal to 1.2 is on the upper bound (float32(1.2) is above it)."""
-    checks = [(torch.float32, 0.8, "float32(0.8) = 0.800000011920929 is the lower bound itself: compare "
-                                   "in float32, not after upcasting the ratio to float64"),
-              (torch.float32, 1.2, "float32(1.2) is the upper bound itself"),
-              (torch.float64, 1.2, "1.2 is the upper bound itself: do not build the bounds as float32 "
-                                   "tensors (float32(1.2) = 1.2000000476837158 > 1.2)"),
-              (torch.float64, 0.8, "0.8 is the lower bound itself")]
+    float64 number 0.8); a float64 ratio equal to 1.2 is on the upper bound (float32(1.2) is above it);
+    in float32 the bounds are float32(1 - clip_low) and float32(1 + clip_high), which for 0.16 and
+    0.18 are one float below 1 - float32(0.16) and 1 + float32(0.18)."""
+    # (dtype, bound, clip_low, clip_high, why). The last two: widths whose float32 value is off
+    # by enough that 1 - float32(0.16) = 0.8400000334 and 1 + float32(0.18) = 1.1800000668 are
+    # one float32 above float32(0.84) = 0.8399999738 and float32(1.18) = 1.1799999475, the bounds.
+    checks = [(torch.float32, 0.8, 0.2, 0.2, "float32(0.8) = 0.800000011920929 is the lower bound itself: "
+                                             "compare in float32, not after upcasting the ratio to float64"),
+              (torch.float32, 1.2, 0.2, 0.2, "float32(1.2) is the upper bound itself"),
+              (torch.float64, 1.2, 0.2, 0.2, "1.2 is the upper bound itself: do not build the bounds as float32 "
+                                             "tensors (float32(1.2) = 1.2000000476837158 > 1.2)"),
+              (torch.float64, 0.8, 0.2, 0.2, "0.8 is the lower bound itself"),
+              (torch.float32, 0.84, 0.16, 0.2, "the lower bound is float32(1 - 0.16) = 0.8399999737739563, "
+                                               "not 1 - float32(0.16) = 0.8400000333786011: form 1 - clip_low "
+                                               "with Python floats, then compare (torch casts it)"),
+              (torch.float32, 1.18, 0.2, 0.18, "the upper bound is float32(1 + 0.18) = 1.1799999475479126, "
+                                               "not 1 + float32(0.18) = 1.1800000667572021: form 1 + clip_high "
+                                               "with Python floats, then compare (torch casts it)")]
     queued = []
     with batch(sub) as b:
-        for dtype, target, why in checks:
+        for dtype, target, cl, ch, why in checks:
             x = cases.exact_log_ratio(target, dtype)
             inside = cases.exact_log_ratio(float(torch.nextafter(_t(target, dtype), _t(1.0, dtype))), dtype)
             logp = _t([[x, inside]], dtype)
@@ -122,11 +134,11 @@ def test_native_dtype_comparison(sub):
             assert float(r[0, 0]) == cases.exact_ratio_value(target, dtype), r  # setup
             mask = torch.ones(1, 2, dtype=torch.bool)
             queued.append((logp, rollout, r, mask,
-                           b.masked_is_weights(logp, rollout, mask, clip_low=0.2, clip_high=0.2)))
-    for (dtype, target, why), (logp, rollout, r, mask, w) in zip(checks, queued):
+                           b.masked_is_weights(logp, rollout, mask, clip_low=cl, clip_high=ch)))
+    for (dtype, target, cl, ch, why), (logp, rollout, r, mask, w) in zip(checks, queued):
         w = w.value
         check_tensor(w, what="masked_is_weights", shape=(1, 2), dtype=dtype)
-        shown = {"logp": logp, "rollout_logp": rollout, "mask": mask, "clip_low": 0.2, "clip_high": 0.2}
+        shown = {"logp": logp, "rollout_logp": rollout, "mask": mask, "clip_low": cl, "clip_high": ch}
         assert_close(w, _t([[0.0, float(r[0, 1])]], torch.float64), rtol=0, atol=0,
                      what=f"{dtype} weights at the ratios [{float(r[0, 0])!r}, {float(r[0, 1])!r}] "
                           f"(the endpoint, then its neighbour just inside): {why}", inputs=shown)
@@ -201,12 +213,37 @@ def test_padding_with_nan_inf_and_huge_values(sub, ctx):
         _exactly_zero(lp.grad, ~valid, f"dL/dlogp ({what}) at padded positions")
 
 
+# A window wide enough to keep log-ratios far beyond a +-20 (SkyRL, verl) or +-50 clamp:
+# lower bound ~1e-12 (clip_low = 1 - 1e-12 is valid) and upper bound 1 + 1e30 (float32) / 1 + 1e300
+# (float64). Inside it the weight is e^{log-ratio} itself, so a clamped log-ratio is visible.
+WIDE = {torch.float32: (1.0 - 1e-12, 1e30), torch.float64: (1.0 - 1e-12, 1e300)}
+# Kept log-ratios per dtype: +-21, +-25, -27 (e^-27 = 1.9e-12), and 60/68 (float32, e^68 = 3.4e29),
+# 100/690 (float64, e^690 = 1.5e299): every one below the upper bound, above the lower one.
+WIDE_LOG_RATIOS = {torch.float32: [[25.0, 60.0, -25.0, 0.0], [21.0, -21.0, 68.0, -27.0]],
+                   torch.float64: [[25.0, 100.0, -25.0, 0.0], [21.0, -21.0, 690.0, -27.0]]}
+
+
 @visible
 def test_extreme_log_ratios(sub):
     # Valid log-ratios of +-1000 overflow exp to inf or underflow it to 0: weight 0, no NaN anywhere.
+    # With a wide window (WIDE) log-ratios of 21 to 690 are kept with weight e^{log-ratio}: no clamp.
     queued = []
+    wide = []
     with batch(sub) as b:
         for dtype in DTYPES:
+            cl, ch = WIDE[dtype]
+            lr = _t(WIDE_LOG_RATIOS[dtype], dtype)
+            base = _t([[-1.0, -0.5, -2.0, -0.3], [-1.5, -0.25, -1.0, -0.75]], dtype)
+            # both log-probabilities <= 0: the log-ratio is taken from logp's side when negative;
+            # exact, every value being a small integer plus a short binary fraction
+            logp = torch.where(lr < 0, base + lr, base)
+            rollout = logp - lr
+            mask = torch.ones(2, 4, dtype=torch.bool)
+            adv = _t([1.5, -0.5], dtype)
+            lp = leaf(logp)
+            wide.append((dtype, cl, ch, logp, rollout, mask, adv, lp,
+                         b.masked_is_weights(logp, rollout, mask, clip_low=cl, clip_high=ch),
+                         b.offpolicy_loss(lp, rollout, adv, mask, clip_low=cl, clip_high=ch)))
             logp = _t([[-1.0, -1001.0, -0.5, -102.0], [-1.0, -101.0, -0.7, -0.3]], dtype)
             rollout = _t([[-1001.0, -1.0, -0.5, -2.0], [-1.0, -1.0, -0.6, -0.3]], dtype)
             # log-ratios [1000, -1000, 0, -100] and [0, -100, -0.1, 0]: exp(100) overflows float32 too
@@ -232,6 +269,23 @@ def test_extreme_log_ratios(sub):
         assert_close(lp.grad, -expected * adv.to(torch.float64)[:, None] / 8,
                      what=f"dL/dlogp with log-ratios +-1000 ({dtype}): 0 at the rejected tokens, no NaN",
                      inputs=shown)
+    for dtype, cl, ch, logp, rollout, mask, adv, lp, w, loss in wide:
+        shown = {"logp": logp, "rollout_logp": rollout, "advantages": adv, "mask": mask,
+                 "clip_low": "1 - 1e-12", "clip_high": ch}  # a float would print as 1
+        desc = (f"{dtype}, clip_low = 1 - 1e-12, clip_high = {ch:.0e}: log-ratios "
+                f"{WIDE_LOG_RATIOS[dtype]} all lie inside the interval")
+        expected = torch.exp((logp - rollout).to(torch.float64))
+        w = check_tensor(w.value, what=f"masked_is_weights ({desc})", shape=(2, 4), dtype=dtype)
+        assert_close(w, expected, what=f"masked_is_weights ({desc}): the weight is r = exp(log-ratio) itself",
+                     inputs=shown, hint="do not clamp the log-ratio (e.g. to +-20, as SkyRL's safe_exp_delta "
+                     "does) before exp: a valid width may keep e^25 or e^690",
+                     hint_when=lambda got, exp: bool(((got - exp).abs() > 1e-3 * exp.abs()).any()))
+        loss = check_tensor(loss.value, what=f"offpolicy_loss ({desc})", shape=(), dtype=dtype)
+        exp_loss = -(expected * adv.to(torch.float64)[:, None] * logp.to(torch.float64)).sum() / 8
+        assert_close(loss, exp_loss, what=f"offpolicy_loss ({desc})", inputs=shown)
+        loss.backward()
+        assert_close(lp.grad, -expected * adv.to(torch.float64)[:, None] / 8,
+                     what=f"dL/dlogp ({desc}): -w A / N with w = r", inputs=shown)
 
 
 def test_denominator_counts_rejected_tokens(sub):
