@@ -5,6 +5,8 @@ Which test covers which class (issue 17):
   (each bad bound in both functions), test_valid_edge_bounds_accepted (low = high = 1, low = 0).
 - empty masks: test_empty_mask (every mask kind, NaN/inf/1e30 padding under the empty mask, both
   aggregations, B = 0).
+- mask dtypes beyond judge.cases.MASK_KINDS: test_other_mask_dtypes (bfloat16, float16, uint8;
+  token counts 257, 557 and 2049, which bfloat16 / float16 cannot hold).
 """
 
 import math
@@ -12,7 +14,7 @@ import math
 import torch
 
 from judge import cases as jc
-from judge.testing import Feedback, batch, check_tensor, describe, expect_raises, leaf, visible
+from judge.testing import Feedback, assert_close, batch, check_tensor, describe, expect_raises, leaf, visible
 
 F32, F64 = torch.float32, torch.float64
 
@@ -191,3 +193,37 @@ def test_valid_edge_bounds_accepted(sub):
         loss = pending_loss.value
         check_tensor(loss, what=f"tis_ppo_loss(tis_low={low}, tis_high={high})", shape=(),
                      dtype=F64)
+
+
+# "0/1 in any float or integer dtype": token counts a bfloat16 or float16 mask cannot hold, so a
+# count taken in the mask's own dtype (mask.sum().to(logp.dtype)) is off. Small case [2, 300]:
+# 257 and 300 valid tokens (bfloat16 rounds 257 to 256, and the batch's 557 to 556), with a
+# bfloat16 mask under both aggregations and a uint8 one; large case [3, 683], all 2049 valid
+# (float16 rounds 2049 to 2048), token-mean.
+def _count_case(g, B, L, n_valid):
+    logp = -(0.05 + 2 * torch.rand(B, L, generator=g, dtype=F64))
+    old = logp - 0.15 * torch.randn(B, L, generator=g, dtype=F64)
+    rollout = old - 0.3 * torch.randn(B, L, generator=g, dtype=F64)
+    adv = torch.linspace(1.0, -0.5, B, dtype=F64)
+    valid = torch.arange(L)[None, :] < torch.tensor(n_valid)[:, None]
+    return logp, old, rollout, adv, valid
+
+
+def test_other_mask_dtypes(sub, ref):
+    g = torch.Generator().manual_seed(2049)
+    small, large = _count_case(g, 2, 300, [257, 300]), _count_case(g, 3, 683, [683] * 3)
+    plan = [(small, [257, 300], torch.bfloat16, True), (small, [257, 300], torch.bfloat16, False),
+            (small, [257, 300], torch.uint8, False), (large, [683] * 3, torch.float16, True)]
+    with batch(sub) as b:
+        queued = [(case, counts, dt, pt, b.tis_ppo_loss(leaf(case[0]), *case[1:4], case[4].to(dt), per_token_loss=pt))
+                  for case, counts, dt, pt in plan]
+    want = {(id(case), pt): ref.tis_ppo_loss(*case, per_token_loss=pt)  # while the submission runs
+            for case, _, _, pt in plan}
+    for case, counts, dt, per_token, pending in queued:
+        what = (f"tis_ppo_loss with a {dt} 0/1 mask (float64 log-probs, per_token_loss={per_token}; "
+                f"{counts} valid tokens per response, {sum(counts)} in all"
+                + (f": counts {dt} cannot hold; count the tokens as integers or in logp's dtype)"
+                   if dt.is_floating_point else ")"))
+        loss = check_tensor(pending.value, what=what, shape=(), dtype=F64)
+        assert_close(loss, want[id(case), per_token], what=what,
+                     inputs={"mask dtype": str(dt), "valid tokens per response": counts})

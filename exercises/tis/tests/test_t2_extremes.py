@@ -4,10 +4,12 @@ widths used as given.
 Which test covers which class (issue 17):
 - test_overflowing_ppo_ratio_gets_zero_gradient: a valid token whose PPO ratio overflows
   (float32 log-ratio 100, float64 800) with A > 0 picks the clipped term: gradient 0, not NaN.
-- test_large_ppo_ratios_with_negative_advantages: ratios 4, 10, e^25 with A < 0 stay unclipped
-  (no verl dual clip at c = 3, no +-20 clamp of the PPO log-ratio).
+- test_large_ppo_ratios_with_negative_advantages: ratios 4, 10, e^25 and e^60/e^85 (float32),
+  e^100/e^700 (float64) with A < 0 stay unclipped (no verl dual clip at c = 3, no clamp of the PPO
+  log-ratio, at +-20 or at 50).
 - test_full_is_with_a_huge_upper_bound: behaviour log-ratios of 25 under tis_high = 1e12 give
-  weight e^25 (SkyRL's safe_exp_delta clamps the log-ratio at 20 first: e^20).
+  weight e^25 (SkyRL's safe_exp_delta clamps the log-ratio at 20 first: e^20); under 1e30
+  (float32) / 1e300 (float64), log-ratios of 40 to 68 / 690 give e^40 ... (a clamp at 30 shows).
 - test_ppo_widths_used_as_given: eps_low / eps_high of 0, 1 and 1.5 checked for values.
 """
 
@@ -24,10 +26,12 @@ F32, F64 = torch.float32, torch.float64
 
 
 def _queue(b, log_r, A, dtype, log_rho=None, **kwargs):
-    """One response per entry, one valid token each plus a NaN-padded slot; old_logp = -1."""
+    """One response per entry, one valid token each plus a NaN-padded slot; old_logp = -1, or
+    -1 - log_r for a positive PPO log-ratio, so that logp = old_logp + log_r stays <= 0 (a
+    log-probability) however large log_r is."""
     B = len(log_r)
     log_rho = log_rho or [0.0] * B
-    old = torch.full((B, 2), -1.0, dtype=dtype)
+    old = torch.tensor([[-1.0 - max(x, 0.0)] * 2 for x in log_r], dtype=dtype)
     logp = old + torch.tensor([[x, 0.0] for x in log_r], dtype=dtype)
     rollout = old - torch.tensor([[x, 0.0] for x in log_rho], dtype=dtype)
     mask = torch.tensor([[True, False]] * B)
@@ -71,33 +75,51 @@ def test_overflowing_ppo_ratio_gets_zero_gradient(sub):
                     f"unless the overflowing ratio is kept out of the graph")
 
 
+# PPO log-ratios with A < 0 whose exp is finite but large: besides 25 (beyond a +-20 clamp) the
+# largest of judge.cases.EXTREME_LOG_RATIOS per dtype that the loss sum still holds (float32
+# e^85 = 8e36, float64 e^700 = 1e304), so that a clamp "against overflow" at 50 or 88 shows too.
+LARGE_PPO_LOG_RATIOS = {F32: [math.log(4.0), math.log(10.0), 25.0, 60.0, 85.0],
+                        F64: [math.log(4.0), math.log(10.0), 25.0, 100.0, 700.0]}
+LARGE_PPO_SHOWN = {F32: "[4, 10, e^25, e^60, e^85]", F64: "[4, 10, e^25, e^100, e^700]"}
+
+
 def test_large_ppo_ratios_with_negative_advantages(sub):
-    A = [-1.0, -0.5, -2.0]
+    A = [-1.0, -0.5, -2.0, -1.5, -1.0]
     with batch(sub) as b:
-        queued = [(dtype, _queue(b, [math.log(4.0), math.log(10.0), 25.0], A, dtype)) for dtype in (F32, F64)]
+        queued = [(dtype, _queue(b, LARGE_PPO_LOG_RATIOS[dtype], A, dtype)) for dtype in (F32, F64)]
     for dtype, (lp, inputs, pending) in queued:
         r = torch.exp(inputs["logp"][:, 0].double() - inputs["old_logp"][:, 0].double()).tolist()
         _check(lp, inputs, pending, [-x * a for x, a in zip(r, A)], [-a * x for x, a in zip(r, A)],
-               what=f"tis_ppo_loss with PPO ratios [4, 10, e^25] and A = {A} ({dtype}): for A < 0 the min "
-                    f"keeps r A however large r is; no dual clip at 3 (verl's clip_ratio_c) and no +-20 "
-                    f"clamp of the log-ratio")
+               what=f"tis_ppo_loss with PPO ratios {LARGE_PPO_SHOWN[dtype]} and A = {A} ({dtype}): for A < 0 "
+                    f"the min keeps r A however large r is; no dual clip at 3 (verl's clip_ratio_c) and no "
+                    f"clamp of the log-ratio (not at +-20, nor at any other value where exp is finite)")
+
+
+# Upper bounds beyond 1e12 (any finite U is valid): 1e30 in float32, 1e300 in float64, with
+# behaviour log-ratios up to 68 (e^68 = 3.4e29) and 690 (e^690 = 1.5e299) inside them.
+HUGE_BOUNDS = {F32: (1e30, [60.0, 68.0, 40.0, -40.0]), F64: (1e300, [100.0, 690.0, 40.0, -40.0])}
 
 
 def test_full_is_with_a_huge_upper_bound(sub):
     with batch(sub) as b:
         queued = []
         for dtype in (F32, F64):
-            old = torch.tensor([[25.0, 22.0, -25.0, math.log(3.0)]], dtype=dtype)
-            rollout = torch.zeros(1, 4, dtype=dtype)
-            mask = torch.ones(1, 4, dtype=torch.bool)
-            queued.append((dtype, old, rollout, mask,
-                           b.tis_weights(old, rollout, mask, clip_low=0.0, clip_high=1e12)))
-    for dtype, old, rollout, mask, pending in queued:
+            huge, huge_lr = HUGE_BOUNDS[dtype]
+            for high, lr in ((1e12, [25.0, 22.0, -25.0, math.log(3.0)]), (huge, huge_lr)):
+                # log-probabilities <= 0: old_logp = -1 (+ the log-ratio where it is negative)
+                old = torch.tensor([[-1.0 + min(x, 0.0) for x in lr]], dtype=dtype)
+                rollout = old - torch.tensor([lr], dtype=dtype)
+                mask = torch.ones(1, 4, dtype=torch.bool)
+                queued.append((dtype, high, old, rollout, mask,
+                               b.tis_weights(old, rollout, mask, clip_low=0.0, clip_high=high)))
+    for dtype, high, old, rollout, mask, pending in queued:
         w = check_tensor(pending.value, what="tis_weights", shape=(1, 4), dtype=dtype)
         want = torch.exp((old - rollout).double())
-        assert_close(w, want, what=f"tis_weights with behaviour log-ratios [25, 22, -25, log 3] and bounds "
-                     f"[0, 1e12] ({dtype}): the weight is exp(old - rollout) itself inside the bounds (a +-20 "
-                     f"clamp of the log-ratio, as SkyRL's safe_exp_delta does, gives e^20)",
+        shown = [round(x, 4) for x in (old - rollout)[0].tolist()]
+        assert_close(w, want, what=f"tis_weights with behaviour log-ratios {shown} and bounds "
+                     f"[0, {high:.0e}] ({dtype}): the weight is exp(old - rollout) itself inside the bounds (a "
+                     f"clamp of the log-ratio, at +-20 as SkyRL's safe_exp_delta does or at any other value, "
+                     f"gives a smaller weight)",
                      inputs={"old_logp": old, "rollout_logp": rollout, "mask": mask},
                      rtol=1e-5 if dtype == F32 else None)
 
