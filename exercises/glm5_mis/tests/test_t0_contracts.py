@@ -145,6 +145,9 @@ def test_non_2d_inputs_raise_value_error(sub, ctx):
                   "masked_is_weights with 1-D inputs of shape [3] (inputs must be [B, L])"),
                  (b.offpolicy_loss(flat[0], flat[1], adv[:1], flat[2]),
                   "offpolicy_loss with 1-D inputs of shape [3] and advantages [1]"),
+                 # advantages [L] pass a 'shape [logp.shape[0]]' test: only the 2-D check fires
+                 (b.offpolicy_loss(flat[0], flat[1], torch.ones(3, dtype=torch.float64), flat[2]),
+                  "offpolicy_loss with 1-D inputs of shape [3] and advantages [3]"),
                  (b.masked_is_weights(*cube),
                   "masked_is_weights with 3-D inputs of shape [1, 2, 3]"),
                  (b.offpolicy_loss(cube[0], cube[1], adv[:1], cube[2]),

@@ -1,7 +1,8 @@
 """T0: return types, shapes, dtypes, empty masks and ValueErrors of the TIS functions.
 
 Which test covers which class (issue 17):
-- validation: test_shape_errors (incl. B = 1 with a 0-d or [1, 1] advantage), test_bound_validation
+- validation: test_shape_errors (incl. B = 1 with a 0-d or [1, 1] advantage, 1-D and 3-D inputs
+  to both functions), test_bound_validation
   (each bad bound in both functions), test_valid_edge_bounds_accepted (low = high = 1, low = 0).
 - empty masks: test_empty_mask (every mask kind, NaN/inf/1e30 padding under the empty mask, both
   aggregations, B = 0).
@@ -133,6 +134,12 @@ def test_shape_errors(sub):
              "tis_weights with 1-D inputs"),
             (b.tis_weights(old[None], rollout[None], mask[None]),
              "tis_weights with 3-D inputs"),
+            # non-2-D inputs in the loss, with advantages of shape [logp.shape[0]], so that only
+            # the 2-D check fires (a loss comparing shapes alone returns a number)
+            (b.tis_ppo_loss(logp[0], old[0], rollout[0], torch.ones(3, dtype=F64), mask[0]),
+             "tis_ppo_loss with 1-D inputs [3] and advantages [3]"),
+            (b.tis_ppo_loss(logp[None], old[None], rollout[None], adv[:1], mask[None]),
+             "tis_ppo_loss with 3-D inputs [1, 2, 3] and advantages [1]"),
             (b.tis_ppo_loss(logp, old, rollout, adv[:, None], mask),
              "tis_ppo_loss with advantages of shape [B, 1] instead of [B]"),
             (b.tis_ppo_loss(logp, old, rollout, adv[:1], mask),
