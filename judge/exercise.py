@@ -49,7 +49,7 @@ class Function:
 
 @dataclass(frozen=True)
 class Limits:
-    call_seconds: float = 10.0  # wall-clock limit for one call into the submission
+    call_seconds: float = 20.0  # wall-clock limit for one call into the submission (see docs/authoring.md)
     total_seconds: float = 60.0  # wall-clock limit for the whole grading
     cpu_seconds: int = 60  # CPU time of the sandboxed process
     memory_mb: int = 1024  # extra memory over the zygote's baseline
