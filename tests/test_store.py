@@ -402,6 +402,19 @@ def test_a_claim_of_one_mode_takes_only_that_mode_by_fair_share(store):
     assert store.claim("w5", mode="submit").id == sub_b  # b has none running now, a has two
 
 
+def test_both_ends_of_a_session_probe_a_silent_peer(postgres):
+    """The server's end of each store session ends an idle transaction and probes a silent
+    client (keepalives, user timeout), whatever the server's own defaults: a host cut off holding
+    the write lock loses it in seconds even if the idle timeout never fires."""
+    store = Store(postgres.fresh_database())
+    got = {name: store.db.execute(f"SHOW {name}").fetchone()[0] for name in (
+        "idle_in_transaction_session_timeout", "tcp_keepalives_idle", "tcp_keepalives_interval",
+        "tcp_keepalives_count", "tcp_user_timeout")}
+    assert got == {"idle_in_transaction_session_timeout": "5s", "tcp_keepalives_idle": "5",
+                   "tcp_keepalives_interval": "2", "tcp_keepalives_count": "3",
+                   "tcp_user_timeout": "10000"}, got
+
+
 def test_a_write_transaction_left_idle_gives_up_the_write_lock(postgres):
     """A host cut off the network inside a write transaction (tests/test_netns_hosts.py's link
     cut) must not keep every other host's writes waiting until TCP gives up: the server ends a

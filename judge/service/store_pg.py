@@ -27,7 +27,12 @@ MIGRATE_LOCK = WRITE_LOCK + 1
 # host's writes waiting, until TCP gives up (hours; tests/test_netns_hosts.py): the server ends a
 # transaction of ours idle this long (its locks go with it: ours last milliseconds), and each end
 # probes a silent peer, so a connection to a vanished host fails in seconds and is made anew.
-LINK = {"options": "-c idle_in_transaction_session_timeout=5000", "keepalives": 1,
+# The server's end of a session probes too (its GUCs, set per session): a transaction seen
+# "idle in transaction" for 300 s with the write lock, its host cut off, froze a run of
+# test_netns_hosts once although the idle timeout was set; a dead peer now ends it in ~11 s.
+_SERVER_PROBES = ("-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3 "
+                  "-c tcp_user_timeout=10000")
+LINK = {"options": f"-c idle_in_transaction_session_timeout=5000 {_SERVER_PROBES}", "keepalives": 1,
         "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3, "tcp_user_timeout": 10000}
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
