@@ -18,7 +18,7 @@ SLUG = "glm5_mis"
 STARTER = (ROOT / "exercises" / SLUG / "starter.py").read_text()
 SOLUTION = (ROOT / "reference" / SLUG / "solution.py").read_text()
 WRONG = next(w for w in load_wrong_solutions(ROOT / "reference" / SLUG, ROOT / "exercises" / SLUG / "spec.md")
-             if w.name == "clamp_instead_of_zero")  # rejected by T1 with a message
+             if w.name == "clamp_instead_of_zero")  # rejected by T1 (T0 may fail too) with a message
 GRADED = 120_000  # ms a verdict may take on a busy 2-core machine
 
 
@@ -139,7 +139,7 @@ def test_run_a_correct_solution_then_submit_a_wrong_one(learner, web):
     page.keyboard.press("ControlOrMeta+Shift+Enter")  # Submit from the editor
     wait_verdict(page, "rejected")
     failed = page.locator("#result .tier[data-status=failed]")
-    assert failed.first.get_attribute("data-tier") == "T1"
+    assert WRONG.expect_tier in [failed.nth(k).get_attribute("data-tier") for k in range(failed.count())]
     message = page.locator("#result .failure .message").first.inner_text()
     assert len(message) > 10
 
