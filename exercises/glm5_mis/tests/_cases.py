@@ -37,22 +37,6 @@ def clean_inputs(inputs: dict) -> dict:
     return {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
 
 
-def exact_log_ratio(target: float, dtype: torch.dtype, rollout: float = 0.0) -> float:
-    """A logp value x (representable in ``dtype``) with exp(x - rollout) == dtype(target) exactly,
-    computed as torch computes it in ``dtype``. Searches the neighbours of log(target)."""
-    want = torch.tensor(target, dtype=dtype)
-    r = torch.tensor(rollout, dtype=dtype)
-    x = torch.tensor(rollout + math.log(target), dtype=dtype)
-    up, down = x.clone(), x.clone()
-    for _ in range(64):
-        for cand in (up, down):
-            if bool(torch.exp(cand - r) == want):
-                return float(cand)
-        up = torch.nextafter(up, torch.tensor(math.inf, dtype=dtype))
-        down = torch.nextafter(down, torch.tensor(-math.inf, dtype=dtype))
-    raise RuntimeError(f"test setup: no {dtype} log-ratio maps exactly to {target}")
-
-
 def exact_ratio_value(target: float, dtype: torch.dtype) -> float:
     """The value dtype(target) as a Python float (e.g. float32(0.8) = 0.800000011920929)."""
     return float(torch.tensor(target, dtype=dtype))

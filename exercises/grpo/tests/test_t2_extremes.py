@@ -26,7 +26,7 @@ import math
 import torch
 
 from judge import cases as jc
-from judge.testing import Feedback, assert_close, batch, check_tensor, describe, leaf
+from judge.testing import Feedback, assert_close, batch, check_tensor, describe, exact_log_ratio, leaf
 
 F32, F64 = torch.float32, torch.float64
 
@@ -139,20 +139,6 @@ def test_clip_widths_used_as_given(sub):
                     f"gradient is -A r; a lower bound <= 0 never binds, not even for r = e^-25)")
 
 
-def _exact_log_ratio(target: float, dtype: torch.dtype) -> float:
-    """A log-ratio x representable in ``dtype`` with torch.exp(x) == dtype(target) exactly, as
-    torch computes exp in ``dtype`` (the neighbours of log(target) are searched)."""
-    want = torch.tensor(target, dtype=dtype)
-    up = down = torch.tensor(math.log(target), dtype=dtype)
-    for _ in range(64):
-        for cand in (up, down):
-            if bool(torch.exp(cand) == want):
-                return float(cand)
-        up = torch.nextafter(up, torch.tensor(math.inf, dtype=dtype))
-        down = torch.nextafter(down, torch.tensor(-math.inf, dtype=dtype))
-    raise RuntimeError(f"test setup: no {dtype} log-ratio maps exactly to {target}")
-
-
 def test_ratio_exactly_on_a_bound(sub):
     """A ratio equal to its bound in the inputs' dtype is not clipped: the two terms of the min
     are equal and the gradient is -A r. float32(1.2) = 1.2000000477 is above the float64 number
@@ -165,7 +151,7 @@ def test_ratio_exactly_on_a_bound(sub):
     with batch(sub) as b:
         queued = []
         for dtype, cl, ch, rows in table:
-            lrs = [_exact_log_ratio(v, dtype) for v, _ in rows]
+            lrs = [exact_log_ratio(v, dtype) for v, _ in rows]
             queued.append((dtype, cl, ch, rows,
                            _queue(b, lrs, [a for _, a in rows], dtype, clip_low=cl, clip_high=ch)))
     for dtype, cl, ch, rows, (lp, inputs, pending) in queued:

@@ -24,7 +24,7 @@ import math
 import torch
 
 from judge import cases as jc
-from judge.testing import Feedback, assert_close, batch, check_tensor, leaf
+from judge.testing import Feedback, assert_close, batch, check_tensor, exact_log_ratio, leaf
 
 F32, F64 = torch.float32, torch.float64
 
@@ -130,20 +130,6 @@ def test_clip_eps_used_as_given(sub):
                                  f"even for s = e^-25)")
 
 
-def _exact_log_ratio(target: float, dtype: torch.dtype) -> float:
-    """A log-ratio x representable in ``dtype`` with torch.exp(x) == dtype(target) exactly, as
-    torch computes exp in ``dtype`` (the neighbours of log(target) are searched)."""
-    want = torch.tensor(target, dtype=dtype)
-    up = down = torch.tensor(math.log(target), dtype=dtype)
-    for _ in range(64):
-        for cand in (up, down):
-            if bool(torch.exp(cand) == want):
-                return float(cand)
-        up = torch.nextafter(up, torch.tensor(math.inf, dtype=dtype))
-        down = torch.nextafter(down, torch.tensor(-math.inf, dtype=dtype))
-    raise RuntimeError(f"test setup: no {dtype} log-ratio maps exactly to {target}")
-
-
 def test_sequence_ratio_exactly_on_a_bound(sub):
     """An s equal to its bound in the inputs' dtype is not clipped: gradient -A s / (B n).
     float32(1.2) = 1.2000000477 is above the float64 number 1.2 and float32(0.7) = 0.6999999881
@@ -154,7 +140,7 @@ def test_sequence_ratio_exactly_on_a_bound(sub):
     with batch(sub) as b:
         queued = []
         for dtype, eps, pairs in table:
-            rows = [[_exact_log_ratio(v, dtype)] for v, _ in pairs]
+            rows = [[exact_log_ratio(v, dtype)] for v, _ in pairs]
             queued.append((dtype, eps, pairs, _rows(b, rows, [a for _, a in pairs], dtype, base=0.0, clip_eps=eps)))
     for dtype, eps, pairs, q in queued:
         _check(*q, eps=eps, what=f"one-token responses with s = {[v for v, _ in pairs]} as {dtype} values (each "
