@@ -54,6 +54,12 @@ def test_a_file_that_is_not_saved_again_is_not_graded_again(tmp_path):
     assert stamp(tmp_path / "absent.py") == Stamp(None, None)
 
 
+def _ctrl_c_as_a_terminal_gives_it() -> None:
+    """SIGINT as a terminal's Ctrl-C finds it: a suite started in the background (``make test &``)
+    runs with SIGINT ignored, which its children inherit, and Python then installs no handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_judge_local_watch_shows_a_verdict_for_each_save(tmp_path):
     """The real command: the first table, then one per save (two saves, two more verdicts)."""
     sol = tmp_path / "sol.py"
@@ -61,7 +67,7 @@ def test_judge_local_watch_shows_a_verdict_for_each_save(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "judge.cli", "local", "--watch", "exercises/gspo", str(sol),
                              "--tiers", "T0", "--seed", "1", "--out", str(tmp_path / "out")],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_ctrl_c_as_a_terminal_gives_it)
     lines: queue.Queue = queue.Queue()
     for stream in (proc.stdout, proc.stderr):
         threading.Thread(target=lambda s=stream: [lines.put(x.rstrip("\n")) for x in s], daemon=True).start()
