@@ -67,7 +67,6 @@ DTYPES: dict[str, torch.dtype] = {
     "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
     "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
 }
-_DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 # numpy's view of the same bytes (bfloat16 has none): a tensor is made from the payload at
 # ~0.6 us through numpy, where torch.frombuffer and a view to the shape take ~1.4
 _NUMPY = {name: numpy.dtype(name) for name in DTYPES if name != "bfloat16"}
@@ -338,8 +337,8 @@ def _safe_repr(value: Any) -> str:
 
 ALIGN = 8  # each blob starts on an 8-byte boundary, so tensors can view the payload in place
 _ITEMSIZE = {name: torch.empty((), dtype=dt).element_size() for name, dt in DTYPES.items()}
-_PAD = [b"\0" * k for k in range(ALIGN)]
 _KINDS = {dt: (name, _ITEMSIZE[name]) for name, dt in DTYPES.items()}  # dtype -> (name, bytes per item)
+_PAD = [b"\0" * k for k in range(ALIGN)]
 
 
 # A strided tensor crosses as the span of memory its strides cover when that span is at most this
@@ -486,7 +485,7 @@ class Message:
         """Any other node: an empty tensor, bfloat16, a strided view, a flag, or a bad node."""
         if not _TENSOR_KEYS.issuperset(node) or node.get("rg", True) is not True \
                 or type(node.get("sub", "")) is not str or len(node.get("sub", "")) > 200:
-            raise WireError(f"bad tensor node {i} (a second node for its bytes, or a bad field)")
+            raise WireError(f"bad tensor node {i} (a bad field)")
         self._claimed[i] = 1
         n = tensor_nbytes(node)
         if n != self._nb[i]:
