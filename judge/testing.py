@@ -94,22 +94,6 @@ def tolerance(dtype: torch.dtype) -> tuple[float, float]:
     return 2e-5, 1e-6
 
 
-def exact_log_ratio(target: float, dtype: torch.dtype, rollout: float = 0.0) -> float:
-    """A log-probability x, representable in ``dtype``, with exp(x - rollout) == dtype(target)
-    exactly as torch computes it in ``dtype`` (the neighbours of rollout + log(target) are
-    searched): a ratio that lands exactly on a bound, for the ties-at-a-bound cases."""
-    want = torch.tensor(target, dtype=dtype)
-    r = torch.tensor(rollout, dtype=dtype)
-    up = down = torch.tensor(rollout + math.log(target), dtype=dtype)
-    for _ in range(64):
-        for cand in (up, down):
-            if bool(torch.exp(cand - r) == want):
-                return float(cand)
-        up = torch.nextafter(up, torch.tensor(math.inf, dtype=dtype))
-        down = torch.nextafter(down, torch.tensor(-math.inf, dtype=dtype))
-    raise RuntimeError(f"test setup: no {dtype} log-ratio maps exactly to {target}")
-
-
 def describe(x: Any, limit: int = 12) -> str:
     """A compact, readable rendering of a value for feedback messages."""
     if isinstance(x, torch.Tensor):

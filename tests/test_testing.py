@@ -5,8 +5,7 @@ import math
 import pytest
 import torch
 
-from judge.testing import (SMALL_CHECK, Feedback, all_close, assert_close, check_tensor, exact_log_ratio,
-                           expect_raises, tolerance)
+from judge.testing import SMALL_CHECK, Feedback, all_close, assert_close, check_tensor, expect_raises, tolerance
 
 F64 = torch.float64
 
@@ -188,16 +187,3 @@ def test_assert_exactly_zero_refuses_any_nonzero_or_nan_and_names_what():
         with pytest.raises(Feedback, match=r"^gradient at padding must be exactly 0, got "):
             assert_exactly_zero(bad, what="gradient at padding")
 
-
-@pytest.mark.parametrize("dtype, rollout", [(torch.float32, 0.0), (torch.float64, 0.0), (torch.float64, -1.5)])
-def test_exact_log_ratio_lands_exactly_on_the_target_in_its_dtype(dtype, rollout):
-    for target in (1.2, 0.7, 0.8, 1.28, 0.999):
-        x = exact_log_ratio(target, dtype, rollout)
-        r = torch.tensor(rollout, dtype=dtype)
-        assert torch.exp(torch.tensor(x, dtype=dtype) - r) == torch.tensor(target, dtype=dtype)
-        assert float(torch.tensor(x, dtype=dtype)) == x  # representable in dtype
-
-
-def test_exact_log_ratio_says_so_when_no_neighbour_lands_on_the_target():
-    with pytest.raises(RuntimeError, match="no torch.float32 log-ratio maps exactly to 0.7"):
-        exact_log_ratio(0.7, torch.float32, -1.5)  # x - rollout rounds past float32(0.7) each side

@@ -24,7 +24,7 @@ import math
 import torch
 
 from judge import cases as jc
-from judge.testing import Feedback, assert_close, batch, check_tensor, exact_log_ratio, leaf
+from judge.testing import Feedback, assert_close, batch, check_tensor, leaf
 
 F32, F64 = torch.float32, torch.float64
 
@@ -140,7 +140,7 @@ def test_sequence_ratio_exactly_on_a_bound(sub):
     with batch(sub) as b:
         queued = []
         for dtype, eps, pairs in table:
-            rows = [[exact_log_ratio(v, dtype)] for v, _ in pairs]
+            rows = [[float(jc.exact_log(v, dtype))] for v, _ in pairs]
             queued.append((dtype, eps, pairs, _rows(b, rows, [a for _, a in pairs], dtype, base=0.0, clip_eps=eps)))
     for dtype, eps, pairs, q in queued:
         _check(*q, eps=eps, what=f"one-token responses with s = {[v for v, _ in pairs]} as {dtype} values (each "
