@@ -6,6 +6,7 @@ the CLI prints as ``judge local`` does. Standard library only (the CLI needs no 
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from typing import Callable, Iterator
@@ -80,10 +81,28 @@ def submit(server: str, key: str, exercise: str, code: str, *, mode: str = "subm
             except ValueError:
                 continue
             if event == "end":
-                return _verdict(doc)
+                verdict = _verdict(doc)
+                return _with_artifacts(base, key, sid, verdict) if verdict.artifacts_pending else verdict
             if on_event is not None and isinstance(doc, dict):
                 on_event(event, doc)
     raise ServiceError(f"the event stream of submission {sid} ended before its verdict")
+
+
+ARTIFACTS_WAIT_S = 60.0  # how long to wait for plots still being drawn after the verdict
+
+
+def _with_artifacts(base: str, key: str, sid: str, verdict: Verdict) -> Verdict:
+    """The verdict once its plots are drawn (the service answers before drawing them), so the
+    table lists the artifacts as ``judge local``'s does; the early verdict if they take too long."""
+    deadline, pause = time.monotonic() + ARTIFACTS_WAIT_S, 0.02
+    while time.monotonic() < deadline:
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
+        with _request(f"{base}/submissions/{sid}", key) as r:
+            later = _verdict(json.loads(r.read()))
+        if not later.artifacts_pending:
+            return later
+    return verdict
 
 
 def _verdict(doc: dict) -> Verdict:

@@ -47,6 +47,8 @@ def test_submit_streams_progress_and_prints_the_local_table(service, capsys):
                      "--key", API_KEYS[0], "--json"]) == 0
     verdict = Verdict.model_validate_json(capsys.readouterr().out)
     assert verdict.verdict == "accepted" and len(progress) == sum(len(t.tests) for t in verdict.tiers)
+    # both list the plots, drawn after the verdict was first answered (artifacts_pending)
+    assert verdict.artifacts and not verdict.artifacts_pending and "\n  artifacts" in out
     assert _table_shape(out.rstrip("\n")) == _table_shape(render(verdict))
     assert out.startswith("glm5_mis · submit · seed ") and " · ACCEPTED" in out.splitlines()[0]
 
