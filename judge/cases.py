@@ -18,6 +18,8 @@ run is replayable from its seed.
   overflows to inf / underflows to 0.
 - ``TINY_LOGP``: log-probabilities whose ``exp`` underflows to 0 in each dtype (a quotient of
   probabilities is then 0/0).
+- ``OTHER_MASK_DTYPES``, ``UNHELD_COUNTS``: mask dtypes beyond ``MASK_KINDS`` and per-row
+  token counts whose total bfloat16 / float16 cannot hold (557, 2049).
 - ``scaled_tolerance(dtype, magnitude)``: (rtol, atol) for values computed from inputs of a
   given magnitude, loose enough for every standard stable formulation (see docs/authoring.md, "Tolerances").
 """
@@ -33,6 +35,12 @@ DTYPES = (F32, F64)
 # How a mask may be encoded: bool, or 0/1 in a float or integer dtype.
 MASK_KINDS = ("bool", "float32", "float64", "int64")
 NAN, INF = float("nan"), float("inf")
+# Mask dtypes beyond MASK_KINDS that "0/1 in any float or integer dtype" allows, and token counts
+# the two 16-bit float dtypes cannot hold: bfloat16 rounds 257 to 256 (and 557 to 556), float16
+# rounds 2049 to 2048. A count taken in the mask's own dtype (mask.sum()) is then off; each
+# token-level exercise sweeps OTHER_MASK_DTYPES on rows of these lengths, all valid.
+OTHER_MASK_DTYPES = (torch.bfloat16, torch.float16, torch.uint8, torch.int32)
+UNHELD_COUNTS = {torch.bfloat16: (257, 300), torch.float16: (683, 683, 683)}  # valid tokens per row
 # What padding (mask 0) may hold; a correct implementation never reads it.
 PADS = (NAN, INF, -INF, 1e30, -1e30)
 

@@ -61,10 +61,9 @@ def test_loss_is_a_scalar_tensor_in_the_input_dtype(sub, ctx):
                            f"or build it from .item() values")
 
 
-# Mask dtypes beyond judge.cases.MASK_KINDS ("0/1 in any float or integer dtype"), on N = 2049
-# valid tokens: bfloat16 and float16 cannot hold 2049 (both round it to 2048), so a token count
-# taken in the mask's own dtype (mask.sum().to(logp.dtype)) is off by 1/2049.
-OTHER_MASK_DTYPES = (torch.bfloat16, torch.float16, torch.uint8, torch.int32)
+# Mask dtypes beyond judge.cases.MASK_KINDS (jc.OTHER_MASK_DTYPES), on N = 2049 valid tokens:
+# bfloat16 and float16 cannot hold 2049 (both round it to 2048), so a token count taken in the
+# mask's own dtype (mask.sum().to(logp.dtype)) is off by 1/2049.
 
 
 def test_mask_dtype_does_not_change_the_result_dtype(sub, ref, ctx):
@@ -77,7 +76,7 @@ def test_mask_dtype_does_not_change_the_result_dtype(sub, ref, ctx):
         w = b.masked_is_weights(logp, rollout, mask64)
         loss = b.offpolicy_loss(leaf(logp), rollout, adv, mask64)
         others = [(dt, b.offpolicy_loss(leaf(big[0]), big[1], big[2], big_valid.to(dt)))
-                  for dt in OTHER_MASK_DTYPES]
+                  for dt in jc.OTHER_MASK_DTYPES]
     expected = ref.offpolicy_loss(big[0], big[1], big[2], big_valid)  # while the submission runs
     check_tensor(w.value, what="masked_is_weights with float32 log-probs and a float64 0/1 mask",
                  shape=(2, 3), dtype=torch.float32)
