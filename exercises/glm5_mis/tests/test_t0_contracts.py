@@ -2,7 +2,8 @@
 
 Which test covers which class (issue 17):
 - validation under every combination: test_shape_mismatches_raise_value_error (both functions,
-  every bad shape; B = 1 with a 0-d or [1, 1] advantage), test_non_2d_inputs_raise_value_error,
+  every bad shape; [1] advantages with B = 3, which broadcast; B = 1 with a 0-d or [1, 1]
+  advantage), test_non_2d_inputs_raise_value_error,
   test_bad_widths_raise_value_error (each bad width in both functions).
 - empty masks: test_empty_mask_gives_a_graph_connected_zero (every mask kind incl. float64 and
   int64, NaN/inf/1e30 padding under the empty mask, B = 0).
@@ -101,7 +102,8 @@ def test_shape_mismatches_raise_value_error(sub, ctx):
         "mask of shape [3, 4, 1]": dict(mask=mask[..., None]),
     }
     bad_adv = {"advantages of shape [3, 1]": adv[:, None], "advantages of shape [4]": torch.zeros(4),
-               "advantages of shape [] (a scalar)": adv[0]}
+               "advantages of shape [] (a scalar)": adv[0],
+               "advantages of shape [1] (one advantage shared by every response)": adv[:1]}
     with batch(sub) as b:
         calls = []
         for what, change in bad.items():

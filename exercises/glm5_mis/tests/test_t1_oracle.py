@@ -5,7 +5,9 @@ Which test covers which class (issue 17):
   batch of >= 16k tokens against the vectorised reference), every mask kind (bool, float32,
   float64, int64), every padding fill, log-ratios from +-25 to +-1000 and e^-110/e^-800
   probabilities mixed with ordinary ones, the default widths omitted in a third of the calls,
-  clip_high >= 1 checked for values, empty rows, float64 advantages with float32 logp.
+  clip_high >= 1 checked for values, empty rows, float64 advantages with float32 logp, and in
+  every other call non-contiguous inputs (column-major logp and mask, a sliced rollout_logp, a
+  strided advantages: _cases.strided), which a .view(-1) cannot flatten.
 - test_weights_match_oracle / test_loss_and_gradient_match_oracle: random widths, empty rows
   (slime's sum_i max(1, n_i) normaliser differs there).
 """
@@ -126,7 +128,8 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
     """Shapes drawn per seed (B = 1, L = 1, and one batch of >= 16k tokens compared with the
     vectorised reference), every mask kind (bool, 0/1 in logp's dtype, float64, int64), every
     padding fill, extreme and tiny log-probabilities mixed with ordinary ones, the default widths
-    omitted in a third of the calls, empty rows, and float64 advantages with float32 logp."""
+    omitted in a third of the calls, empty rows, float64 advantages with float32 logp, and
+    non-contiguous views of the same values in every other call (_cases.strided)."""
     g = ctx.generator(13)
     flip = ctx.seed % 2
     queued = []
@@ -139,6 +142,8 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
                                        pad_fill=jc.PADS[k % 5], widths=widths or (0.2, 0.2),
                                        empty_rows=(k % 3 == 2) + (B * L >= jc.LARGE_TOKENS),
                                        adv_dtype=torch.float64 if dtype == torch.float32 and k % 3 != 1 else None)
+            if k % 2 == 1:
+                inputs = cases.strided(inputs)
             x = cases.clean_inputs(inputs)
             lp = leaf(inputs["logp"])
             queued.append((x, kw, lp, b.masked_is_weights(inputs["logp"], inputs["rollout_logp"], inputs["mask"], **kw),
@@ -149,6 +154,7 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
         cl, ch = kw.get("clip_low", 0.2), kw.get("clip_high", 0.2)
         shown = dict(x, **kw)
         desc = (f"[{B}, {L}] {dtype}, {x['mask'].dtype} mask, advantages {x['advantages'].dtype}, "
+                + ("" if lp.is_contiguous() or B * L <= 1 else "non-contiguous inputs, ")
                 + (f"clip_low={cl:.4g}, clip_high={ch:.4g}" if kw else "default widths (0.2, 0.2)"))
         if B * L >= jc.LARGE_TOKENS:  # the vectorised reference, with autograd for the gradient
             exp_w = ref.masked_is_weights(x["logp"], x["rollout_logp"], x["mask"], **kw)

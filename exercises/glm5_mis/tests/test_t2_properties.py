@@ -8,7 +8,8 @@ Which test covers which class (issue 17):
 - overflow: test_extreme_log_ratios (+-1000 and +-100 in both dtypes; and, with a window wide
   enough to keep them, log-ratios of +-21 to 690, which a clamped log-ratio gets wrong).
 - padding: test_padding_with_nan_inf_and_huge_values; detachment:
-  test_weights_and_rollout_and_advantages_are_detached; denominator:
+  test_weights_and_rollout_and_advantages_are_detached (weights detached also when only
+  rollout_logp requires grad); denominator:
   test_denominator_counts_rejected_tokens.
 - mutation in every branch: test_inputs_are_not_mutated (every fill, both dtypes, an all-empty
   mask); every other call is also checked by the read-only inputs of judge.readonly.
@@ -154,7 +155,7 @@ def test_weights_and_rollout_and_advantages_are_detached(sub, ctx):
             lp, ro, adv = leaf(x["logp"]), leaf(x["rollout_logp"]), leaf(x["advantages"])
             queued.append((dtype, x, lp, ro, adv, b.masked_is_weights(lp, ro, x["mask"]),
                            b.offpolicy_loss(lp, ro, adv, x["mask"]),
-                           b.masked_is_weights(x["logp"], x["rollout_logp"], x["mask"])))
+                           b.masked_is_weights(x["logp"], ro, x["mask"])))  # only rollout_logp requires grad
     for dtype, x, lp, ro, adv, w, loss, wd in queued:
         w = w.value
         if w.requires_grad:
@@ -164,7 +165,11 @@ def test_weights_and_rollout_and_advantages_are_detached(sub, ctx):
         loss.backward()
         assert_no_grad(ro, what=f"rollout_logp ({dtype})")
         assert_no_grad(adv, what=f"advantages ({dtype})")
-        wd = wd.value.to(torch.float64)
+        wd = wd.value
+        if wd.requires_grad:
+            raise Feedback(f"masked_is_weights must return detached weights whichever input requires grad, "
+                           f"but the result requires grad when only rollout_logp does ({dtype})")
+        wd = wd.to(torch.float64)
         n = max(1, int((x["mask"] != 0).sum()))
         expected = -wd * x["advantages"].to(torch.float64)[:, None] / n
         assert_close(lp.grad, expected,
