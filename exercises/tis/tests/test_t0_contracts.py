@@ -6,8 +6,9 @@ Which test covers which class (issue 17):
   (each bad bound in both functions), test_valid_edge_bounds_accepted (low = high = 1, low = 0).
 - empty masks: test_empty_mask (every mask kind, NaN/inf/1e30 padding under the empty mask, both
   aggregations, B = 0).
-- mask dtypes beyond judge.cases.MASK_KINDS: test_other_mask_dtypes (bfloat16, float16, uint8;
-  token counts 257, 557 and 2049, which bfloat16 / float16 cannot hold).
+- mask dtypes beyond judge.cases.MASK_KINDS: test_other_mask_dtypes (judge.cases.OTHER_MASK_DTYPES:
+  bfloat16, float16, uint8, int32; judge.cases.UNHELD_COUNTS: token counts 257, 557 and 2049,
+  which bfloat16 / float16 cannot hold).
 """
 
 import math
@@ -202,11 +203,13 @@ def test_valid_edge_bounds_accepted(sub):
                      dtype=F64)
 
 
-# "0/1 in any float or integer dtype": token counts a bfloat16 or float16 mask cannot hold, so a
-# count taken in the mask's own dtype (mask.sum().to(logp.dtype)) is off. Small case [2, 300]:
-# 257 and 300 valid tokens (bfloat16 rounds 257 to 256, and the batch's 557 to 556), with a
-# bfloat16 mask under both aggregations and a uint8 one; large case [3, 683], all 2049 valid
-# (float16 rounds 2049 to 2048), token-mean.
+# "0/1 in any float or integer dtype": every dtype of judge.cases.OTHER_MASK_DTYPES, on the token
+# counts of judge.cases.UNHELD_COUNTS, which a bfloat16 or float16 mask cannot hold, so a count
+# taken in the mask's own dtype (mask.sum().to(logp.dtype)) is off: rows of 257 and 300 valid
+# tokens (bfloat16 rounds 257 to 256, and the batch's 557 to 556) and three full rows of 683
+# (float16 rounds the total 2049 to 2048). A float dtype is graded under token-mean, and under
+# seq-mean-token-mean too where a row's own count is one it cannot hold (bfloat16); the integer
+# dtypes, which hold every count, alternate the aggregations.
 def _count_case(g, B, L, n_valid):
     logp = -(0.05 + 2 * torch.rand(B, L, generator=g, dtype=F64))
     old = logp - 0.15 * torch.randn(B, L, generator=g, dtype=F64)
@@ -218,13 +221,24 @@ def _count_case(g, B, L, n_valid):
 
 def test_other_mask_dtypes(sub, ref):
     g = torch.Generator().manual_seed(2049)
-    small, large = _count_case(g, 2, 300, [257, 300]), _count_case(g, 3, 683, [683] * 3)
-    plan = [(small, [257, 300], torch.bfloat16, True), (small, [257, 300], torch.bfloat16, False),
-            (small, [257, 300], torch.uint8, False), (large, [683] * 3, torch.float16, True)]
+    shared = jc.UNHELD_COUNTS[torch.bfloat16]  # the integer dtypes' counts
+    made = {}
+    plan = []
+    for i, dt in enumerate(jc.OTHER_MASK_DTYPES):
+        counts = list(jc.UNHELD_COUNTS.get(dt, shared))
+        key = tuple(counts)
+        if key not in made:
+            made[key] = _count_case(g, len(counts), max(counts), counts)
+        if dt.is_floating_point:
+            row_unheld = any(float(torch.tensor(float(c), dtype=dt)) != c for c in counts)
+            aggregations = (True, False) if row_unheld else (True,)
+        else:
+            aggregations = (i % 2 == 1,)
+        plan += [(made[key], counts, dt, pt) for pt in aggregations]
     with batch(sub) as b:
         queued = [(case, counts, dt, pt, b.tis_ppo_loss(leaf(case[0]), *case[1:4], case[4].to(dt), per_token_loss=pt))
                   for case, counts, dt, pt in plan]
-    distinct = {(id(case), pt): case for case, _, _, pt in plan}  # a bfloat16 and a uint8 mask share one
+    distinct = {(id(case), pt): case for case, _, _, pt in plan}  # the dtypes sharing counts share one case
     want = {key: ref.tis_ppo_loss(*case, per_token_loss=key[1])  # while the submission runs
             for key, case in distinct.items()}
     for case, counts, dt, per_token, pending in queued:

@@ -5,7 +5,8 @@ Which test covers which class (issue 17):
   batch of >= 16k tokens against the vectorised reference), every mask kind and fill, every
   default omitted in some calls, TIS bounds incl. [0, 1e12] and [1, 1], PPO widths 0 and >= 1,
   behaviour and PPO log-ratios +-25 and overflowing, e^-110/e^-800 probabilities, empty rows,
-  float64 advantages with float32 logp.
+  float64 advantages with float32 logp, and in every other call non-contiguous views of the same
+  values (column-major, sliced, strided: _cases.strided), which a .view(-1) cannot flatten.
 - the other tests: random bounds, both aggregations, empty rows (sizes 1 x 1 ... 3 x 1 in the
   visible test, the larger ones in the hidden tests: in submit mode every size once per
   aggregation).
@@ -120,7 +121,8 @@ def test_seq_mean_loss_and_gradient_match_oracle(sub, oracle, ctx):
 def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
     """Shapes drawn per seed (B = 1, L = 1, and one batch of >= 16k tokens compared with the
     vectorised reference), every mask kind, fill, default and value regime of
-    ``_cases.regime_case``; the weights and the loss are in old_logp's / logp's dtype."""
+    ``_cases.regime_case``, non-contiguous inputs in every other call (``_cases.strided``); the
+    weights and the loss are in old_logp's / logp's dtype."""
     g = ctx.generator(106)
     flip = ctx.seed % 2
     with batch(sub) as b:
@@ -128,6 +130,8 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
         for k, (B, L) in enumerate(jc.shapes(g, n_drawn=5, max_side=9)):
             dtype = (F64, F32)[(k + flip) % 2]
             case, kw = cases.regime_case(g, B, L, dtype, k)
+            if k % 2 == 1:
+                case = cases.strided(case)
             wkw = {"clip_low": kw["tis_low"], "clip_high": kw["tis_high"]} if "tis_low" in kw else {}
             lp = leaf(case["logp"])
             args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
@@ -149,6 +153,7 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
             want = oracle.tis_ppo_loss(case["logp"], *args, **kw)
             want_g = oracle.tis_ppo_loss_grad(case["logp"], *args, **kw)
         desc = (f"[{B}, {L}] {dtype}, {case['mask'].dtype} mask, advantages {case['advantages'].dtype}"
+                + ("" if case["old_logp"].is_contiguous() else ", non-contiguous inputs")
                 + "".join(f", {k}={v:.4g}" if isinstance(v, float) else f", {k}={v}" for k, v in kw.items()))
         w = check_tensor(pending_w.value, what=f"tis_weights on {desc}", shape=(B, L), dtype=dtype)
         assert_close(w, want_w, what=f"tis_weights on {desc} (clamp(exp(old - rollout), low, high): an "

@@ -1,7 +1,7 @@
 """T2: hand-checked values, the TIS/IcePop/GLM-5 contrast, detachment, padding and extremes.
 
 Which test covers which class (issue 17): the contrast table and the hand-checked case (defaults),
-w times the PPO gradient, detachment, padding, mutation, rho overflowing/underflowing
+w times the PPO gradient, detachment (also with only rollout_logp requiring grad), padding, mutation, rho overflowing/underflowing
 (test_extreme_ratios) and tiny probabilities (test_tiny_probabilities). Overflowing PPO ratios,
 dual clip / +-20 clamps and PPO widths used as given are in test_t2_extremes.py.
 """
@@ -151,6 +151,7 @@ def test_weights_and_frozen_inputs_are_detached(sub):
     with batch(sub) as b:
         lp, o, ro, a = leaf(logp), leaf(old), leaf(rollout), leaf(adv)
         pending_w = b.tis_weights(o, ro, mask)
+        pending_w_ro = b.tis_weights(old, leaf(rollout), mask)  # only rollout_logp requires grad
         queued = []
         for per_token in (True, False):   # each aggregation is its own code path
             lp, o, ro, a = leaf(logp), leaf(old), leaf(rollout), leaf(adv)
@@ -159,6 +160,9 @@ def test_weights_and_frozen_inputs_are_detached(sub):
     if w.requires_grad:
         raise Feedback("tis_weights returned a tensor that requires grad: the weights are a "
                        "stop-gradient correction (detach them)")
+    if pending_w_ro.value.requires_grad:
+        raise Feedback("tis_weights returned a tensor that requires grad when only rollout_logp does: "
+                       "the weights are detached whichever input requires grad")
     torch.autograd.backward([q[5].value for q in queued])   # independent losses: one pass
     for per_token, lp, o, ro, a, pending_loss in queued:
         assert_no_grad(o, what=f"old_logp (frozen: the PPO ratio's denominator and the TIS numerator; "
