@@ -142,8 +142,8 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
                                        pad_fill=jc.PADS[k % 5], widths=widths or (0.2, 0.2),
                                        empty_rows=(k % 3 == 2) + (B * L >= jc.LARGE_TOKENS),
                                        adv_dtype=torch.float64 if dtype == torch.float32 and k % 3 != 1 else None)
-            if k % 2 == 1:
-                inputs = cases.strided(inputs)
+            if k % 2 == 1:  # non-contiguous: mixed layouts, or (k % 4 == 3) every [B, L] input column-major
+                inputs = cases.strided(inputs, column_major=(k % 4 == 3))
             x = cases.clean_inputs(inputs)
             lp = leaf(inputs["logp"])
             queued.append((x, kw, lp, b.masked_is_weights(inputs["logp"], inputs["rollout_logp"], inputs["mask"], **kw),

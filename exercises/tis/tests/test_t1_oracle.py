@@ -130,8 +130,8 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
         for k, (B, L) in enumerate(jc.shapes(g, n_drawn=5, max_side=9)):
             dtype = (F64, F32)[(k + flip) % 2]
             case, kw = cases.regime_case(g, B, L, dtype, k)
-            if k % 2 == 1:
-                case = cases.strided(case)
+            if k % 2 == 1:  # non-contiguous: mixed layouts, or (k % 4 == 3) every [B, L] input column-major
+                case = cases.strided(case, column_major=(k % 4 == 3))
             wkw = {"clip_low": kw["tis_low"], "clip_high": kw["tis_high"]} if "tis_low" in kw else {}
             lp = leaf(case["logp"])
             args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
