@@ -4,20 +4,28 @@ Which test covers which class (issue 17; the regimes are in test_t2_regimes.py):
 - test_weights_shape_and_dtype / test_loss_is_a_scalar_tensor: shapes, dtypes, a scalar () on
   logp's graph, every anchor/TIS configuration.
 - test_unknown_anchor_raises ... test_bad_eps_raise / test_valid_eps_edges_accepted: every
-  ValueError rule, under both anchors; the legal edges eps_low = 0 and eps_low > 1. (The same
+  ValueError rule, under both anchors; the legal edges eps_low = 0, eps_low > 1 and infinite
+  widths. (The same
   rules with an all-empty mask, under every configuration, and B = 1 with a 0-d advantage:
   test_t2_regimes.test_validation_with_empty_masks.)
 - test_bad_shapes_raise: shape rules in both functions (1-D and 3-D loss inputs with advantages
-  of matching length; a given rollout_logp of the wrong shape under anchor "old" without TIS).
+  of matching length; advantages [B, 1] and [1, B]; a given rollout_logp of the wrong shape
+  under anchor "old" without TIS).
+- test_other_mask_dtypes: bfloat16 / float16 / uint8 / int32 0/1 masks (judge.cases
+  OTHER_MASK_DTYPES) on rows whose token counts bfloat16 / float16 cannot hold (557, 2049),
+  every anchor/TIS configuration, against the reference: a count taken in the mask's dtype is off.
 - test_empty_mask: a bool (float64 inputs) and a 0/1 float32 (float32 inputs) all-empty mask
   with a NaN in the padding, every configuration (bool with float32, float masks of the other
   dtype, int64 masks, inf padding and B = 0: test_t2_regimes).
 Input mutation is checked on every call by the judge (judge.readonly), in every branch.
 """
 
+import math
+
 import torch
 
-from judge.testing import Feedback, batch, check_tensor, describe, expect_raises, leaf, visible
+from judge import cases as shared
+from judge.testing import Feedback, assert_close, batch, check_tensor, describe, expect_raises, leaf, visible
 
 
 def _batch(B=2, L=3, dtype=torch.float64):
@@ -68,7 +76,7 @@ def test_unknown_anchor_raises(sub):
     logp, old, rollout, adv, mask = _batch()
     with batch(sub) as b:
         calls = [(bad, b.cispo_loss(logp, old, adv, mask, rollout_logp=rollout, anchor=bad))
-                 for bad in ("behaviour", "Old", "current")]
+                 for bad in ("behaviour", "Old", "current", None)]  # None: not a default ("anchor or 'old'")
     for bad, p in calls:
         expect_raises(ValueError, p.get, what=f"cispo_loss(anchor={bad!r})")
 
@@ -112,21 +120,27 @@ def test_bad_eps_raise(sub):
 
 
 def test_valid_eps_edges_accepted(sub):
-    """eps_low = 0 (lower bound 1) and eps_low > 1 (no lower bound) are legal."""
+    """eps_low = 0 (lower bound 1), eps_low > 1 (no lower bound) and infinite widths (no bound
+    on that side: only eps_low < 0 or eps_high <= 0 raise, so a finiteness check is a mistake)
+    are legal."""
     logp, old, rollout, adv, mask = _batch()
     with batch(sub) as b:
         calls = []
-        for eps_low, eps_high in ((0.0, 0.2), (1.5, 0.1)):
+        for eps_low, eps_high in ((0.0, 0.2), (1.5, 0.1), (0.2, math.inf)):
             calls.append((eps_low, eps_high, "cispo_weights",
                           b.cispo_weights(logp, old, mask, eps_low=eps_low, eps_high=eps_high)))
             calls.append((eps_low, eps_high, "cispo_loss",
                           b.cispo_loss(logp, old, adv, mask, eps_low=eps_low, eps_high=eps_high)))
+        calls.append((math.inf, 4.0, "cispo_loss", b.cispo_loss(logp, old, adv, mask, eps_low=math.inf)))
     for eps_low, eps_high, what, p in calls:
         try:
             p.get()
         except ValueError as e:
-            raise Feedback(f"{what}(eps_low={eps_low}, eps_high={eps_high}) raised ValueError: {e}; "
-                           f"only eps_low < 0 or eps_high <= 0 are invalid") from None
+            # the exception's text last, after "it raised": the judge's diagnosis compares this
+            # message with a known mistake's in-process one (judge.diagnose.essence drops what
+            # the sandbox adds after "<name> raised T: ", the location and the trace block)
+            raise Feedback(f"{what}(eps_low={eps_low}, eps_high={eps_high}): only eps_low < 0 or "
+                           f"eps_high <= 0 are invalid, but it raised ValueError: {e}") from None
 
 
 def test_bad_shapes_raise(sub):
@@ -134,6 +148,8 @@ def test_bad_shapes_raise(sub):
     bad_loss = {
         "advantages of shape [B, 1]": dict(advantages=adv[:, None]),
         "advantages of shape [B + 1]": dict(advantages=torch.cat([adv, adv[:1]])),
+        # [1, B]: its last dimension is B, so a check of shape[-1] (then a flatten) passes it
+        "advantages of shape [1, B]": dict(advantages=adv[None]),
         "a mask of shape [B, L - 1]": dict(mask=mask[:, :2]),
         "old_logp of shape [B, L + 1]": dict(old_logp=torch.cat([old, old[:, :1]], dim=1)),
         "a 1-D logp": dict(logp=logp[0], old_logp=old[0], mask=mask[0]),
@@ -206,3 +222,44 @@ def test_empty_mask(sub):
             if x.grad is None or not bool((x.grad == 0).all()):
                 raise Feedback(f"{what}: logp.grad must be all zeros, got "
                                f"{describe(x.grad) if x.grad is not None else None}")
+
+
+# "0/1 in any float or integer dtype": token counts a bfloat16 or float16 mask cannot hold, so a
+# count taken in the mask's own dtype (mask.sum()) is off. Small case [2, 300]: 257 and 300 valid
+# tokens (bfloat16 rounds the batch's 557 to 556) with bfloat16 and int32 masks; large case
+# [3, 683], all 2049 valid (float16 rounds 2049 to 2048) with float16 and uint8 masks. Each
+# anchor/TIS configuration meets a 16-bit float mask.
+def _count_case(g, B, L, n_valid):
+    logp = -(0.05 + 2 * torch.rand(B, L, generator=g, dtype=torch.float64))
+    old = logp - 0.15 * torch.randn(B, L, generator=g, dtype=torch.float64)
+    rollout = old - 0.3 * torch.randn(B, L, generator=g, dtype=torch.float64)
+    adv = torch.linspace(1.0, -0.5, B, dtype=torch.float64)
+    valid = torch.arange(L)[None, :] < torch.tensor(n_valid)[:, None]
+    return logp, old, adv, valid, rollout
+
+
+def test_other_mask_dtypes(sub, ref):
+    g = torch.Generator().manual_seed(2049)
+    small_counts, large_counts = list(shared.UNHELD_COUNTS[torch.bfloat16]), list(shared.UNHELD_COUNTS[torch.float16])
+    small = _count_case(g, 2, max(small_counts), small_counts)
+    large = _count_case(g, 3, max(large_counts), large_counts)
+    old_, roll_, tis_ = dict(anchor="old"), dict(anchor="rollout"), dict(anchor="old", tis_enabled=True)
+    plan = [(small, small_counts, torch.bfloat16, old_), (small, small_counts, torch.int32, old_),
+            (small, small_counts, torch.bfloat16, tis_), (large, large_counts, torch.float16, roll_),
+            (large, large_counts, torch.uint8, roll_)]
+    assert {dt for _, _, dt, _ in plan} == set(shared.OTHER_MASK_DTYPES)
+    with batch(sub) as b:
+        queued = [(case, counts, dt, kw, b.cispo_loss(leaf(case[0]), case[1], case[2], case[3].to(dt),
+                                                      rollout_logp=case[4], eps_low=0.2, eps_high=0.28, **kw))
+                  for case, counts, dt, kw in plan]
+    distinct = {(id(case), tuple(kw.items())): (case, kw) for case, _, _, kw in plan}
+    want = {key: ref.cispo_loss(*case, eps_low=0.2, eps_high=0.28, **kw)  # while the submission runs
+            for key, (case, kw) in distinct.items()}
+    for case, counts, dt, kw, pending in queued:
+        what = (f"cispo_loss({', '.join(f'{k}={v!r}' for k, v in kw.items())}) with a {dt} 0/1 mask "
+                f"(float64 log-probs; {counts} valid tokens per response, {sum(counts)} in all"
+                + (f": N = {sum(counts)}, which {dt} cannot hold; count the tokens as integers or in "
+                   f"logp's dtype)" if dt.is_floating_point else ")"))
+        loss = check_tensor(pending.value, what=what, shape=(), dtype=torch.float64)
+        assert_close(loss, want[id(case), tuple(kw.items())], what=what,
+                     inputs={"mask dtype": str(dt), "valid tokens per response": counts})

@@ -3,7 +3,9 @@
 Which test covers which class of mistake:
 - test_extreme_log_ratios_per_dtype: log-ratios +-25 / +-60 / +-85 (float32), +-25 / +-100 / +-700
   (float64) and overflowing ones, in the IS weight and in the TIS weight: SkyRL's safe_exp_delta
-  and verl's +-20 clamp (e^-20 is not e^-25), a float32 detour for float64 inputs.
+  and verl's +-20 clamp (e^-20 is not e^-25), a float32 detour for float64 inputs; float64
+  weights with no absolute floor, so a log-ratio clamp at float32's exp range (+-88) shows on
+  e^-100 and e^-700.
 - test_tiny_probabilities: log-probs near e^-110 (float32) / e^-800 (float64): exp(a) / exp(b) is
   0/0 in the IS and the TIS weight.
 - test_mixed_dtypes_and_mask_encodings: float64 advantages and bool / float32 / float64 / int64
@@ -66,12 +68,18 @@ def test_extreme_log_ratios_per_dtype(sub, oracle):
                           (lp, lp.clone(), torch.tensor([2.0], dtype=dtype), one, rollout), x,
                           b.cispo_loss(x, lp.clone(), torch.tensor([2.0], dtype=dtype), one,
                                        rollout_logp=rollout, tis_enabled=True)))
+    # The absolute floor: float64's e^-100 (3.7e-44) and e^-700 (9.9e-305) are normal numbers and
+    # every formulation that exponentiates the float64 log difference gets them to a relative
+    # rtol, so float64 has none (1e-30 would pass e^-88 for e^-100: a clamp of the log-ratio at
+    # float32's exp range). float32's e^-100 is a subnormal (a few significant bits, which a
+    # float64 detour can round differently), so float32 keeps 1e-30.
+    tiny = {F32: 1e-30, F64: 0.0}
     for kind, dtype, a, c, args, x, pending in calls:
         if kind == "w":
             eps_low, eps_high = a, c
             rtol, _ = shared.scaled_tolerance(dtype, 700.0)
             assert_close(pending.value, oracle.cispo_weights(*args, eps_low=eps_low, eps_high=eps_high),
-                         rtol=rtol, atol=1e-30, inputs=dict(zip(("logp", "anchor_logp", "mask"), args)),
+                         rtol=rtol, atol=tiny[dtype], inputs=dict(zip(("logp", "anchor_logp", "mask"), args)),
                          what=f"cispo_weights for log-ratios +-25 ... +-{int(args[0].abs().max())} "
                               f"(eps_low={eps_low}, eps_high={eps_high}, {dtype}): r = exp(logp - anchor) "
                               f"exactly, no +-20 clamp of the log-ratio (e^-25 is not e^-20)")
@@ -83,10 +91,10 @@ def test_extreme_log_ratios_per_dtype(sub, oracle):
         kw = dict(rollout_logp=rollout, tis_enabled=True)
         loss = pending.value
         shown = {"logp": logp, "old_logp": old, "rollout_logp": rollout, "advantages": adv}
-        assert_close(loss, oracle.cispo_loss(logp, old, adv, mask, **kw), what=what, rtol=rtol, atol=1e-30,
+        assert_close(loss, oracle.cispo_loss(logp, old, adv, mask, **kw), what=what, rtol=rtol, atol=tiny[dtype],
                      inputs=shown)
         loss.backward()
-        assert_close(x.grad, oracle.cispo_loss_grad(logp, old, adv, mask, **kw), rtol=rtol, atol=1e-30,
+        assert_close(x.grad, oracle.cispo_loss_grad(logp, old, adv, mask, **kw), rtol=rtol, atol=tiny[dtype],
                      what=f"d loss / d logp, {what}", inputs=shown)
 
 

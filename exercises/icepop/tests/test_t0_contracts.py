@@ -5,8 +5,12 @@ Which test covers which class (issue 17; the regimes are in test_t2_regimes.py):
   preservation, a scalar () loss on the graph, for both aggregations.
 - test_empty_mask: all-empty bool and float masks, both aggregations, graph-connected zero.
   (NaN/inf padding under an all-empty mask, int64 masks and B = 0: test_t2_regimes.)
-- test_shape_errors: every shape rule in both functions (1-D and 3-D inputs to both). (The same rules with an all-empty
-  mask, and B = 1 with a 0-d advantage: test_t2_regimes.test_validation_with_empty_masks.)
+- test_shape_errors: every shape rule in both functions (1-D and 3-D inputs to both; advantages
+  [B, 1] and [1, B]). (The same rules with an all-empty mask, and B = 1 with a 0-d advantage:
+  test_t2_regimes.test_validation_with_empty_masks.)
+- test_other_mask_dtypes: bfloat16 / float16 / uint8 / int32 0/1 masks (judge.cases
+  OTHER_MASK_DTYPES) on rows whose token counts bfloat16 / float16 cannot hold (557, 2049),
+  both aggregations, against the reference: a count taken in the mask's dtype is off.
 - test_bound_validation / test_valid_edge_bounds_accepted: the band rule in both functions,
   NaN included; the legal edges low = 0 and low = high.
 Input mutation is checked on every call by the judge (judge.readonly), in every branch.
@@ -16,7 +20,8 @@ import math
 
 import torch
 
-from judge.testing import Feedback, batch, check_tensor, describe, expect_raises, leaf, visible
+from judge import cases as shared
+from judge.testing import Feedback, assert_close, batch, check_tensor, describe, expect_raises, leaf, visible
 
 F32, F64 = torch.float32, torch.float64
 
@@ -126,6 +131,9 @@ def test_shape_errors(sub):
              "icepop_ppo_loss with advantages of shape [B, 1] instead of [B]"),
             (b.icepop_ppo_loss(logp, old, rollout, adv[:1], mask),
              "icepop_ppo_loss with 1 advantage for 2 responses"),
+            # [1, B]: its last dimension is B, so a check of shape[-1] (then a flatten) passes it
+            (b.icepop_ppo_loss(logp, old, rollout, adv[None], mask),
+             "icepop_ppo_loss with advantages of shape [1, B] instead of [B]"),
             (b.icepop_ppo_loss(logp[:, :2], old, rollout, adv, mask),
              "icepop_ppo_loss with logp [2, 2] and old_logp [2, 3]"),
             (b.icepop_ppo_loss(logp, old, rollout[:1], adv, mask),
@@ -174,3 +182,44 @@ def test_valid_edge_bounds_accepted(sub):
                      dtype=F64)
         check_tensor(loss.value, what=f"icepop_ppo_loss(low={low}, high={high})", shape=(),
                      dtype=F64)
+
+
+# "0/1 in any float or integer dtype": token counts a bfloat16 or float16 mask cannot hold, so a
+# count taken in the mask's own dtype (mask.sum()) is off. Small case [2, 300]: 257 and 300 valid
+# tokens (bfloat16 rounds 257 to 256, and the batch's 557 to 556) with bfloat16 masks under both
+# aggregations and an int32 one; large case [3, 683], all 2049 valid (float16 rounds 2049 to
+# 2048) with float16 and uint8 masks, token-mean.
+def _count_case(g, B, L, n_valid):
+    logp = -(0.05 + 2 * torch.rand(B, L, generator=g, dtype=F64))
+    old = logp - 0.15 * torch.randn(B, L, generator=g, dtype=F64)
+    rollout = old - 0.3 * torch.randn(B, L, generator=g, dtype=F64)
+    adv = torch.linspace(1.0, -0.5, B, dtype=F64)
+    valid = torch.arange(L)[None, :] < torch.tensor(n_valid)[:, None]
+    return logp, old, rollout, adv, valid
+
+
+def test_other_mask_dtypes(sub, ref):
+    g = torch.Generator().manual_seed(2049)
+    small_counts, large_counts = list(shared.UNHELD_COUNTS[torch.bfloat16]), list(shared.UNHELD_COUNTS[torch.float16])
+    small = _count_case(g, 2, max(small_counts), small_counts)
+    large = _count_case(g, 3, max(large_counts), large_counts)
+    bf16, f16 = torch.bfloat16, torch.float16
+    plan = [(small, small_counts, bf16, True), (small, small_counts, bf16, False),
+            (small, small_counts, torch.int32, False), (large, large_counts, f16, True),
+            (large, large_counts, torch.uint8, True)]
+    assert {dt for _, _, dt, _ in plan} == set(shared.OTHER_MASK_DTYPES)
+    with batch(sub) as b:
+        queued = [(case, counts, dt, pt, b.icepop_ppo_loss(leaf(case[0]), *case[1:4], case[4].to(dt),
+                                                           per_token_loss=pt))
+                  for case, counts, dt, pt in plan]
+    distinct = {(id(case), pt): case for case, _, _, pt in plan}
+    want = {key: ref.icepop_ppo_loss(*case, per_token_loss=key[1])  # while the submission runs
+            for key, case in distinct.items()}
+    for case, counts, dt, per_token, pending in queued:
+        what = (f"icepop_ppo_loss with a {dt} 0/1 mask (float64 log-probs, per_token_loss={per_token}; "
+                f"{counts} valid tokens per response, {sum(counts)} in all"
+                + (f": counts {dt} cannot hold; count the tokens as integers or in logp's dtype)"
+                   if dt.is_floating_point else ")"))
+        loss = check_tensor(pending.value, what=what, shape=(), dtype=F64)
+        assert_close(loss, want[id(case), per_token], what=what,
+                     inputs={"mask dtype": str(dt), "valid tokens per response": counts})

@@ -3,7 +3,9 @@ dtype, the original denominator, detachment, padding and extremes.
 
 Which test covers which class (more in test_t2_regimes.py):
 - test_contrast_table / test_endpoints_are_inclusive / test_bounds_compared_in_native_dtype:
-  exact ties at the band bounds, in float32 and float64 (neighbouring floats: test_t2_regimes).
+  exact ties at the band bounds, in float32 and float64 (neighbouring floats: test_t2_regimes);
+  an on-policy batch (old_logp == rollout_logp) under bands that exclude 1: no "rho = 1, weight 1"
+  shortcut.
 - test_hand_checked_loss_and_gradient / test_rejected_tokens_stay_in_the_denominator: the
   denominator max(1, sum n_i) (slime's sum_i max(1, n_i) differs on the empty row), N / N_kept.
 - test_gradient_is_weight_times_plain_ppo_gradient: w outside min/clip, random bands.
@@ -46,11 +48,29 @@ def test_contrast_table(sub):
             old, rollout = _ratios(rhos, dtype)
             mask = torch.ones(1, 5, dtype=torch.bool)
             calls.append((dtype, old, rollout, b.icepop_weights(old, rollout, mask)))
+        # rho = 1 is an ordinary ratio: an on-policy batch (old_logp equal to rollout_logp, rho = 1
+        # on every token) under a band that excludes 1 has every weight 0 and a zero loss, not the
+        # shortcut weight 1 of "no correction needed"
+        on_policy = []
+        for dtype, (low, high) in ((F32, (1.5, 3.0)), (F64, (0.25, 0.8))):
+            old = torch.tensor([[-0.5, -1.0, -2.0], [-0.25, -3.0, -1.5]], dtype=dtype)
+            mask = torch.tensor([[1, 1, 1], [1, 1, 0]], dtype=torch.bool)
+            lp = leaf(old + 0.1)
+            on_policy.append((dtype, low, high, old, lp, b.icepop_weights(old, old.clone(), mask, low=low, high=high),
+                              b.icepop_ppo_loss(lp, old, old.clone(), torch.tensor([1.0, -1.0], dtype=dtype), mask,
+                                                low=low, high=high)))
     for dtype, old, rollout, w in calls:
         assert_close(w.value, torch.tensor([[0.0, 0.5, 1.0, 2.0, 0.0]], dtype=F64),
                      what=f"icepop_weights for rho = {rhos} ({dtype}): expected [0, 0.5, 1, 2, 0] "
                      f"(the band is closed: both endpoints keep their weight; outside it is 0, "
                      f"not clamped)", inputs={"old_logp": old, "rollout_logp": rollout})
+    for dtype, low, high, old, lp, w, loss in on_policy:
+        what = (f"with old_logp equal to rollout_logp (rho = 1 on every token) and the band [{low}, {high}], "
+                f"which excludes 1 ({dtype})")
+        assert_close(w.value, torch.zeros(2, 3, dtype=F64), what=f"icepop_weights {what}: every weight is 0",
+                     rtol=0, atol=0, inputs={"old_logp": old, "rollout_logp": old})
+        assert_close(loss.value, torch.zeros((), dtype=F64), what=f"icepop_ppo_loss {what}: every token is "
+                     f"rejected, so the loss is 0", rtol=0, atol=0, inputs={"logp": lp, "old_logp": old})
 
 
 @visible

@@ -3,13 +3,14 @@
 Which test covers which class of mistake:
 - test_extreme_ppo_ratios: PPO log-ratios +-25 / +-60 / +-85 (float32), +-25 / +-100 / +-700
   (float64), both signs of A: verl's +-20 log-ratio clamp and SkyRL's safe_exp_delta; a ratio that
-  overflows to inf with A > 0 must give the clipped loss and gradient 0, never NaN; probabilities
+  overflows to inf with A > 0 must give the clipped loss and gradient 0, never NaN (also on a
+  token the band rejects, w = 0: the overflow guard is not only for kept tokens); probabilities
   e^-110 / e^-800 (exp(a) / exp(b) is 0/0).
 - test_dual_clip_is_not_applied: ratios 3.5 and 5 with A < 0 (verl's dual clip c = 3 caps them).
 - test_band_ties_on_neighbouring_floats: every float whose exp rounds exactly onto a band bound
   (and the next one outward), per dtype: a log-space comparison misjudges them.
-- test_widths_used_as_given: PPO clip widths 0, > 1, asymmetric (they are not validated and are
-  used as given), compared for values with the oracle, both aggregations.
+- test_widths_used_as_given: PPO clip widths 0, > 1, asymmetric, negative (they are not
+  validated and are used as given), compared with the oracle, both aggregations.
 - test_defaults_apply_when_omitted: a call with every default omitted, on a case where each
   default (band, widths, per_token_loss) changes the value.
 - test_mixed_dtypes_and_mask_encodings: float64 advantages and float64 / int64 masks with float32
@@ -55,8 +56,11 @@ def test_extreme_ppo_ratios(sub, oracle):
             rows = [(sign * mag, 0.0, a) for sign in (1.0, -1.0) for a in (1.5, -0.75)]
             groups.append((dtype, mag, rows + [(mag, 5.0, -1.0)]))  # + a rejected token, huge r
         for mag in shared.OVERFLOW_LOG_RATIOS[dtype]:
-            # r = inf with A > 0 (clipped: gradient exactly 0; A = 0.5 and 2), r = 0 with A > 0 and A < 0
-            groups.append((dtype, mag, [(mag, 0.0, 0.5), (mag, 0.0, 2.0), (-mag, 0.0, 2.0), (-mag, 0.0, -2.0)]))
+            # r = inf with A > 0 (clipped: gradient exactly 0; A = 0.5 and 2), r = 0 with A > 0 and
+            # A < 0, and r = inf with A > 0 on a token the band rejects (rho = e^5, w = 0): its
+            # gradient is 0 too, never 0 * inf = NaN (an overflow guard applied to kept tokens only)
+            groups.append((dtype, mag, [(mag, 0.0, 0.5), (mag, 0.0, 2.0), (-mag, 0.0, 2.0), (-mag, 0.0, -2.0),
+                                        (mag, 5.0, 1.0)]))
     with batch(sub) as b:
         calls = []
         for dtype, mag, rows in groups:
@@ -166,7 +170,9 @@ def test_band_ties_on_neighbouring_floats(sub):
 def test_widths_used_as_given(sub, oracle, ctx):
     # PPO clip widths are not validated: 0, > 1 and asymmetric ones are used as given.
     g = ctx.generator(301)
-    widths = [(0.0, 0.0), (1.5, 0.1), (0.35, 3.0), (0.1, 0.05), (0.05, 0.6)]
+    # ... negative ones included (clip(r, 1.1, 1.3) and clip(r, 0.7, 0.9)): a check eps >= 0
+    # copied from other losses raises where the spec says nothing is validated
+    widths = [(0.0, 0.0), (1.5, 0.1), (0.35, 3.0), (0.1, 0.05), (0.05, 0.6), (-0.1, 0.3), (0.3, -0.1)]
     with batch(sub) as b:
         calls = []
         for i, (el, eh) in enumerate(widths):
@@ -177,7 +183,7 @@ def test_widths_used_as_given(sub, oracle, ctx):
             args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
             # the zero widths under both aggregations, the others under one each: each
             # aggregation meets both dtypes, zero widths and a width > 1
-            for per_token in ((True, False), (False,), (True,), (True,), (False,))[i]:
+            for per_token in ((True, False), (False,), (True,), (True,), (False,), (True,), (False,))[i]:
                 kw = dict(eps_low=el, eps_high=eh, low=0.1, high=10.0, per_token_loss=per_token)
                 lp = leaf(case["logp"])
                 calls.append((case, args, kw, lp, b.icepop_ppo_loss(lp, *args, **kw)))
