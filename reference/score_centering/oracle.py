@@ -2,7 +2,9 @@
 
 Same function names as the exercise, plus the analytic gradients the tests compare with:
 `sc_coefficients` (the detached head coefficients, i.e. d c / d train_head_logp) and
-`sc_policy_loss_grads` (d loss / d logp and d loss / d train_head_logp). Results are float64.
+`sc_policy_loss_grads` (d loss / d logp and d loss / d train_head_logp); a test that needs a value
+and its gradients takes them from one loop (`sc_correction_and_coefficients`,
+`sc_policy_loss_and_grads`). Results are float64.
 """
 
 import math
@@ -59,27 +61,32 @@ def _rows(t):
     return t.reshape(-1, t.shape[-1]).tolist(), lead
 
 
-def sc_coefficients(train_head_logp, sampler_head_logp, mode="none", low=0.0, high=2.0, eps=1e-6):
+def sc_correction_and_coefficients(train_head_logp, sampler_head_logp, mode="none", low=0.0, high=2.0,
+                                   eps=1e-6):
+    """(c [...], d c / d train_head_logp = sg(q w - alpha' p) [..., k]), both float64, in one pass
+    over the rows (the tests need both; each alone is below)."""
     _validate(mode, low, high)
     rows_p, lead = _rows(train_head_logp)
     rows_q, _ = _rows(sampler_head_logp)
-    out = [_coefficients_row(a, b, mode, low, high, eps) for a, b in zip(rows_p, rows_q)]
-    k = train_head_logp.shape[-1]
-    return torch.tensor(out, dtype=torch.float64).reshape(*lead, k)
-
-
-def sc_correction(train_head_logp, sampler_head_logp, mode="none", low=0.0, high=2.0, eps=1e-6):
-    _validate(mode, low, high)
-    rows_p, lead = _rows(train_head_logp)
-    rows_q, _ = _rows(sampler_head_logp)
-    out = []
+    values, coefs = [], []
     for a, b in zip(rows_p, rows_q):
         coef = _coefficients_row(a, b, mode, low, high, eps)
         s = 0.0
         for v in range(len(a)):
             s += coef[v] * a[v]
-        out.append(s)
-    return torch.tensor(out, dtype=torch.float64).reshape(lead)
+        values.append(s)
+        coefs.append(coef)
+    k = train_head_logp.shape[-1]
+    return (torch.tensor(values, dtype=torch.float64).reshape(lead),
+            torch.tensor(coefs, dtype=torch.float64).reshape(*lead, k))
+
+
+def sc_coefficients(train_head_logp, sampler_head_logp, mode="none", low=0.0, high=2.0, eps=1e-6):
+    return sc_correction_and_coefficients(train_head_logp, sampler_head_logp, mode, low, high, eps)[1]
+
+
+def sc_correction(train_head_logp, sampler_head_logp, mode="none", low=0.0, high=2.0, eps=1e-6):
+    return sc_correction_and_coefficients(train_head_logp, sampler_head_logp, mode, low, high, eps)[0]
 
 
 def _loop(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask, mode, low, high, eps):
@@ -117,16 +124,23 @@ def _loop(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, ma
     return total / denom, g_logp, g_head
 
 
+def sc_policy_loss_and_grads(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask,
+                             mode="none", low=0.0, high=2.0, eps=1e-6):
+    """(loss, d loss / d logp [B, L], d loss / d train_head_logp [B, L, k]) in float64, one loop."""
+    loss, g_logp, g_head = _loop(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask,
+                                 mode, low, high, eps)
+    return (torch.tensor(loss, dtype=torch.float64), torch.tensor(g_logp, dtype=torch.float64),
+            torch.tensor(g_head, dtype=torch.float64))
+
+
 def sc_policy_loss(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask,
                    mode="none", low=0.0, high=2.0, eps=1e-6):
-    loss, _, _ = _loop(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask,
-                       mode, low, high, eps)
-    return torch.tensor(loss, dtype=torch.float64)
+    return sc_policy_loss_and_grads(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask,
+                                    mode, low, high, eps)[0]
 
 
 def sc_policy_loss_grads(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask,
                          mode="none", low=0.0, high=2.0, eps=1e-6):
     """(d loss / d logp [B, L], d loss / d train_head_logp [B, L, k]) in float64."""
-    _, g_logp, g_head = _loop(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask,
-                              mode, low, high, eps)
-    return torch.tensor(g_logp, dtype=torch.float64), torch.tensor(g_head, dtype=torch.float64)
+    return sc_policy_loss_and_grads(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask,
+                                    mode, low, high, eps)[1:]

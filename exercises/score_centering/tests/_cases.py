@@ -129,6 +129,26 @@ def loss_case(g, B, L, V, k, dtype, i, pad=True, pool=0):
     return tensors, dict(mode=mode, low=low, high=high)
 
 
+def strided(t: dict) -> dict:
+    """The same values as non-contiguous views (any [B, L] / [B] / [..., k] tensor is a valid input;
+    an implementation that flattens with ``.view`` raises on these): logp, mask and
+    train_head_logp with their two leading axes swapped in memory (``x.transpose(0, 1).contiguous()
+    .transpose(0, 1)``, a dense layout that ``leaf``'s clone keeps), rollout_logp and
+    sampler_head_logp slices of tensors twice as wide, advantages every other element of a longer
+    one. Keys absent from ``t`` are skipped (``sc_correction``'s two heads)."""
+    out = dict(t)
+    for key in ("logp", "mask", "train_head_logp"):
+        if key in t and t[key].dim() >= 2:
+            out[key] = t[key].transpose(0, 1).contiguous().transpose(0, 1)
+    for key in ("rollout_logp", "sampler_head_logp"):
+        if key in t and t[key].dim() >= 1:
+            x = t[key]
+            out[key] = torch.cat([x, x], dim=-1)[..., :x.shape[-1]]
+    if "advantages" in t:
+        out["advantages"] = torch.stack([t["advantages"]] * 2, dim=-1)[:, 0]
+    return out
+
+
 def drawn_loss_sizes(g, fixed):
     """``fixed`` sizes (B, L, V, k, dtype) then six drawn per seed (judge.cases.shapes: the corners
     1 x 1, 1 x L, B x 1 and three sizes with sides up to 8; V in 2..9, k in 1..V, the dtypes in

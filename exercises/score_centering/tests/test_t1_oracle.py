@@ -3,6 +3,9 @@
 test_loss_random also (B, L) drawn per seed, the corners 1 x 1, 1 x L, B x 1, and every mask
 encoding. The >= 16k-token batch against the reference: test_t2_regimes.py.)
 
+Every other call passes its inputs as non-contiguous views of the same values (_cases.strided:
+transposed layouts, slices of wider tensors): an implementation that flattens with .view raises.
+
 Values and gradients: the gradient of the correction w.r.t. train_head_logp must equal the
 detached head coefficients sg(q w - alpha' p); the loss gradients are -m A w_a / N (logp) and
 m A coef / N (train_head_logp). Padding holds NaN / inf / 1e30.
@@ -29,6 +32,9 @@ def _check_correction(sub, oracle, ctx, salt, sizes):
         for i, (lead, V, k, dtype) in enumerate(sizes):
             th, sh, *_ = cases.heads(g, lead, V, k, smooth=cases.smooth_for(dtype, V, k))
             th, sh = th.to(dtype), sh.to(dtype)
+            if i % 2 == 1:  # every other case as non-contiguous views of the same values
+                th, sh = (cases.strided(dict(train_head_logp=th, sampler_head_logp=sh))[key]
+                          for key in ("train_head_logp", "sampler_head_logp"))
             mode, low, high = cases.mode_and_bounds(g, i)
             kw = dict(mode=mode, low=low, high=high)
             x = leaf(th)
@@ -39,10 +45,11 @@ def _check_correction(sub, oracle, ctx, salt, sizes):
         mode, low, high = kw["mode"], kw["low"], kw["high"]
         out = pending.value
         inputs = dict(train_head_logp=th, sampler_head_logp=sh, mode=mode, low=low, high=high)
-        assert_close(out, oracle.sc_correction(th, sh, **kw), what=f"sc_correction (mode={mode!r})", inputs=inputs,
+        want, coef = oracle.sc_correction_and_coefficients(th, sh, **kw)
+        assert_close(out, want, what=f"sc_correction (mode={mode!r})", inputs=inputs,
                      **_f32_tol(dtype))
         (out * r).sum().backward()
-        expected = oracle.sc_coefficients(th, sh, **kw) * r.to(torch.float64).unsqueeze(-1)
+        expected = coef * r.to(torch.float64).unsqueeze(-1)
         assert_close(x.grad, expected,
                      what=f"d(sum r*c)/d train_head_logp (= r * sg(q w - alpha' p); mode={mode!r})",
                      inputs={**inputs, "r (upstream gradient)": r}, **_f32_tol(dtype))
@@ -59,6 +66,8 @@ def _check_loss(sub, oracle, ctx, salt, sizes=None):
             t, kw = cases.loss_case(g, B, L, V, k, dtype, i)
             if kind is not None:
                 t["mask"] = shared.as_mask(t["mask"] != 0, kind)
+            if i % 2 == 1:  # every other call: non-contiguous views of the same values
+                t = cases.strided(t)
             logp, head = leaf(t["logp"]), leaf(t["train_head_logp"])
             runs.append((kind, t, kw, logp, head,
                          b.sc_policy_loss(**{**t, "logp": logp, "train_head_logp": head}, **kw)))
@@ -68,10 +77,10 @@ def _check_loss(sub, oracle, ctx, salt, sizes=None):
         # drawn sizes: float32 heads of any V and k (see _f32_tol)
         tol = _f32_tol(t["logp"].dtype) if kind is not None else {}
         where = f"[{', '.join(map(str, t['train_head_logp'].shape))}] {t['logp'].dtype}, {t['mask'].dtype} mask"
-        assert_close(loss, oracle.sc_policy_loss(**t, **kw), what=f"sc_policy_loss (mode={kw['mode']!r}; {where})",
+        want, g_logp, g_head = oracle.sc_policy_loss_and_grads(**t, **kw)
+        assert_close(loss, want, what=f"sc_policy_loss (mode={kw['mode']!r}; {where})",
                      inputs=inputs, **tol)
         loss.backward()
-        g_logp, g_head = oracle.sc_policy_loss_grads(**t, **kw)
         assert_close(logp.grad, g_logp, what=f"d loss / d logp (= -m A w_a / N; mode={kw['mode']!r}; {where})",
                      inputs=inputs, **tol)
         assert_close(head.grad, g_head,

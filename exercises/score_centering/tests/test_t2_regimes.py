@@ -11,6 +11,8 @@ Which test covers which class of mistake:
   p / q is 0/0, form every ratio from a log difference.
 - test_mixed_dtypes_and_mask_encodings: float64 advantages and bool / float32 / float64 / int64
   masks with float32 log-probs, every mode: the loss stays in logp's dtype.
+- test_other_mask_dtypes: bfloat16 and float16 0/1 masks on three rows of 683 valid tokens
+  (judge.cases.UNHELD_COUNTS), 2049 in all, which neither can hold: count tokens as integers.
 - test_empty_masks_with_nan_padding: all-empty masks in every encoding with NaN / inf padding in
   every input (heads included), every mode; and B = 0 (each mode, each encoding, both dtypes): a
   graph-connected 0, zero gradients.
@@ -81,9 +83,10 @@ def test_extreme_token_ratios(sub, oracle):
         shown = dict(zip(("logp", "rollout_logp", "train_head_logp", "sampler_head_logp", "advantages",
                           "mask"), args))
         loss = pending.value
-        assert_close(loss, oracle.sc_policy_loss(*args, **kw), what=what, rtol=rtol, atol=1e-30, inputs=shown)
+        want, want_g, _ = oracle.sc_policy_loss_and_grads(*args, **kw)
+        assert_close(loss, want, what=what, rtol=rtol, atol=1e-30, inputs=shown)
         loss.backward()
-        assert_close(x.grad, oracle.sc_policy_loss_grads(*args, **kw)[0], what=f"d loss / d logp, {what}",
+        assert_close(x.grad, want_g, what=f"d loss / d logp, {what}",
                      rtol=rtol, atol=1e-30, inputs=shown)
 
 
@@ -151,14 +154,15 @@ def test_tiny_probabilities(sub, oracle):
         c = corr.value
         if not bool(torch.isfinite(c.detach()).all()):
             raise Feedback(f"sc_correction {what}; got {describe(c)}")
-        assert_close(c, oracle.sc_correction(th[0, 0], sh[0, 0], **kw), what=f"sc_correction {what}", inputs=shown)
+        want_c, want_coef = oracle.sc_correction_and_coefficients(th[0, 0], sh[0, 0], **kw)
+        assert_close(c, want_c, what=f"sc_correction {what}", inputs=shown)
         c.backward()
-        assert_close(xh.grad, oracle.sc_coefficients(th[0, 0], sh[0, 0], **kw),
+        assert_close(xh.grad, want_coef,
                      what=f"d sc_correction / d train_head_logp {what}", inputs=shown)
         out = loss.value
-        assert_close(out, oracle.sc_policy_loss(*args, **kw), what=f"sc_policy_loss {what}", inputs=shown)
+        want, g_logp, g_head = oracle.sc_policy_loss_and_grads(*args, **kw)
+        assert_close(out, want, what=f"sc_policy_loss {what}", inputs=shown)
         out.backward()
-        g_logp, g_head = oracle.sc_policy_loss_grads(*args, **kw)
         assert_close(x.grad, g_logp, what=f"d sc_policy_loss / d logp {what}", inputs=shown)
         assert_close(xh2.grad, g_head, what=f"d sc_policy_loss / d train_head_logp {what}", inputs=shown)
 
@@ -181,11 +185,35 @@ def test_mixed_dtypes_and_mask_encodings(sub, oracle, ctx):
         what = (f"sc_policy_loss(mode={mode!r}) with float32 log-probs, float64 advantages and a {kind} mask: "
                 f"the loss is in logp's dtype")
         loss = check_tensor(pending.value, what=what, shape=(), dtype=F32)
-        assert_close(loss, oracle.sc_policy_loss(**t, **kw), what=what, inputs=t)
+        want, g_logp, g_head = oracle.sc_policy_loss_and_grads(**t, **kw)
+        assert_close(loss, want, what=what, inputs=t)
         loss.backward()
-        g_logp, g_head = oracle.sc_policy_loss_grads(**t, **kw)
         assert_close(logp.grad, g_logp, what=f"d loss / d logp, {what}", inputs=t)
         assert_close(head.grad, g_head, what=f"d loss / d train_head_logp, {what}", inputs=t)
+
+
+def test_other_mask_dtypes(sub, ref):
+    # 0/1 masks in bfloat16 / float16 ("any float dtype"): three responses of 683 valid tokens
+    # (then NaN padding), 2049 in all, which neither dtype can hold (bfloat16 not even a row's
+    # 683), so a count taken in the mask's dtype (mask.sum(), or per row) is off. float64
+    # log-probs, compared with the reference given the bool mask. (uint8 / int32 masks are read
+    # like int64, which test_mixed_dtypes_and_mask_encodings covers.)
+    g = torch.Generator().manual_seed(2049)
+    counts = list(shared.UNHELD_COUNTS[torch.float16])
+    B, L = len(counts), max(counts) + 5
+    t, kw = cases.loss_case(g, B, L, 4, 2, F64, 1, pad=False, pool=32)              # mode "tis"
+    valid = torch.arange(L).unsqueeze(0) < torch.tensor(counts).unsqueeze(1)
+    t.update(logp=t["logp"].masked_fill(~valid, NAN), rollout_logp=t["rollout_logp"].masked_fill(~valid, NAN),
+             mask=valid)
+    with batch(sub) as b:
+        queued = [(dt, b.sc_policy_loss(**{**t, "mask": valid.to(dt)}, **kw)) for dt in (torch.bfloat16, torch.float16)]
+    want = ref.sc_policy_loss(**t, **kw)  # while the submission runs
+    for dt, pending in queued:
+        what = (f"sc_policy_loss(mode={kw['mode']!r}) with a {dt} 0/1 mask (float64 log-probs; {counts} valid "
+                f"tokens per response, {sum(counts)} in all: {dt} cannot hold that count; count the tokens as "
+                f"integers or in logp's dtype)")
+        loss = check_tensor(pending.value, what=what, shape=(), dtype=F64)
+        assert_close(loss, want, what=what, inputs={"mask dtype": str(dt), "valid tokens per response": counts})
 
 
 def test_empty_masks_with_nan_padding(sub):
@@ -300,9 +328,9 @@ def test_policy_loss_defaults_omitted(sub, oracle):
                           "mask"), args))
         what = f"sc_policy_loss with mode, low, high and eps omitted ({dtype}; defaults 'none', 0, 2, 1e-6)"
         loss = pending.value
-        assert_close(loss, oracle.sc_policy_loss(*args), what=what, inputs=shown)
+        want, g_logp, g_head = oracle.sc_policy_loss_and_grads(*args)
+        assert_close(loss, want, what=what, inputs=shown)
         loss.backward()
-        g_logp, g_head = oracle.sc_policy_loss_grads(*args)
         assert_close(x.grad, g_logp, what=f"d loss / d logp, {what}", inputs=shown)
         assert_close(xh.grad, g_head, what=f"d loss / d train_head_logp, {what}", inputs=shown)
 
