@@ -52,6 +52,15 @@ def make_case(g: torch.Generator, n: int, e: int, k: int, d: int, d_out: int,
     return x, u, idx, w
 
 
+def strided(x, u, idx, w):
+    """The same values as non-contiguous views (any [N, D] / [N, E] / [N, k] / [E, D, D_out]
+    tensor is a valid input; an implementation that flattens with ``.view`` raises on these): x and
+    router_logits column-major (``t.t().contiguous().t()``), expert_idx a column slice of a tensor
+    twice as wide, expert_weight with its last two axes swapped in memory."""
+    return (x.t().contiguous().t(), u.t().contiguous().t(), torch.cat([idx, idx], dim=1)[:, :idx.shape[1]],
+            w.transpose(1, 2).contiguous().transpose(1, 2))
+
+
 def gates64(u: torch.Tensor, idx: torch.Tensor, score_function: str) -> torch.Tensor:
     """Trusted replayed gates in float64, [N, k]."""
     sel = u.detach().double().gather(1, idx.long())
