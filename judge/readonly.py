@@ -41,11 +41,17 @@ def param_names(signature: str) -> list[str]:
 
 def labels(args: tuple | list, kwargs: dict, names: list[str]) -> list[str]:
     """A name for each tensor of a call, in the order ``sandbox.wire.tensors_in`` finds them
-    (positional arguments, then keyword arguments): ``logp``, ``pairs[1]``, ``argument 3``."""
+    (positional arguments, then keyword arguments): ``logp``, ``pairs[1]``, ``argument 3``. A
+    tensor passed again (the same object) crosses once, as ``sandbox.wire`` sends it: it keeps
+    its first name."""
     out: list[str] = []
+    seen: list[torch.Tensor] = []
 
     def walk(v: Any, label: str) -> None:
+        if type(v) is torch.Tensor and any(v is t for t in seen):
+            return
         if isinstance(v, torch.Tensor):
+            seen.append(v)
             out.append(label)
         elif type(v) is list or type(v) is tuple:  # exactly these, as the wire sends them
             for j, x in enumerate(v):
@@ -165,8 +171,12 @@ class InProcess:
 
 def _copied(v: Any, kept: list) -> Any:
     """``v`` with each plain tensor in it replaced by a copy (recorded in ``kept`` with its
-    original, version counter and requires_grad flag)."""
+    original, version counter and requires_grad flag); a tensor passed twice gets one copy,
+    passed twice, as the sandbox's child sees it."""
     if type(v) is torch.Tensor:
+        for c, original, _, _ in kept:
+            if original is v:
+                return c
         c = v.clone()
         kept.append((c, v, c._version, c.requires_grad))
         return c
@@ -193,11 +203,19 @@ def _problems(kept: list, args: tuple, kwargs: dict, names: list[str]) -> list[t
 
 
 def _tensors(v: Any) -> list[torch.Tensor]:
-    """The tensors of (args, kwargs) in ``labels``' order."""
+    """The tensors of (args, kwargs) in ``labels``' order (a tensor passed again: once)."""
+    out: list[torch.Tensor] = []
+    for t in _all_tensors(v):
+        if not (type(t) is torch.Tensor and any(t is s for s in out)):
+            out.append(t)
+    return out
+
+
+def _all_tensors(v: Any) -> list[torch.Tensor]:
     if isinstance(v, torch.Tensor):
         return [v]
     if type(v) is list or type(v) is tuple:
-        return [t for x in v for t in _tensors(x)]
+        return [t for x in v for t in _all_tensors(x)]
     if type(v) is dict:
-        return [t for x in v.values() for t in _tensors(x)]
+        return [t for x in v.values() for t in _all_tensors(x)]
     return []

@@ -283,6 +283,10 @@ def _encode(value: Any, blobs: list, depth: int, tensors: list | None, strides: 
     t = type(value)
     if t is torch.Tensor:  # the usual node first: a plain tensor
         if tensors is not None:
+            if strides:  # the judge's calls: a tensor passed twice arrives as one object, twice
+                for i, seen in enumerate(tensors):
+                    if seen is value:
+                        return {"A": i}
             tensors.append(value)
         return _encode_tensor(value, blobs, strides)
     if value is None or t is bool or t is str:  # exactly these: no subclasses
@@ -447,6 +451,8 @@ class Message:
             raise WireError(f"payload holds {len(payload)} bytes, the header describes {pos}")
         self._nb, self._starts = nb, starts
         self._claimed = bytearray(len(nb))  # tensors decoded: each is one node's, once
+        # the judge's calls: each decoded tensor by its index, for the alias nodes after it
+        self._decoded: list[torch.Tensor | None] = [None] * len(nb) if strides else []
         self._base: int | None = None
 
     def base_address(self) -> int:
@@ -459,7 +465,22 @@ class Message:
         """The value ``tree`` encodes; its tensors, in order, are appended to ``tensors`` too."""
         return _decode_with(tree, self, 0, [0], tensors)
 
+    def alias(self, node: dict) -> torch.Tensor:
+        """``{"A": i}``: the tensor of node ``i``, decoded earlier in this message, again (the
+        judge's calls only: a test that passes one tensor as two arguments)."""
+        i = node["A"]
+        if not self.strides or len(node) != 1 or type(i) is not int or not 0 <= i < len(self._nb) \
+                or self._decoded[i] is None:
+            raise WireError("bad alias node")
+        return self._decoded[i]
+
     def tensor(self, node: dict) -> torch.Tensor:
+        t = self._tensor_of(node)
+        if self.strides:
+            self._decoded[node["T"]] = t
+        return t
+
+    def _tensor_of(self, node: dict) -> torch.Tensor:
         i = node["T"]
         if type(i) is not int or not 0 <= i < len(self._nb):
             raise WireError("bad tensor index")
@@ -527,6 +548,8 @@ def _decode_with(tree: Any, msg: Message, depth: int, count: list,
         if tensors is not None:
             tensors.append(t)
         return t
+    if "A" in tree:  # the same tensor again (an alias: not a tensor of its own in ``tensors``)
+        return msg.alias(tree)
     if len(tree) != 1 and "O" not in tree:  # every other kind of node has exactly one key
         raise WireError("bad value node")
     if "f" in tree:

@@ -86,6 +86,9 @@ class _Refuses(torch.autograd.Function):
 def bad_backward(x):                 # its backward pass raises in the child
     return _Refuses.apply(x)
 
+def same(x, y):                      # one tensor passed twice is one object in the child too
+    return (x * y).sum() + (1.0 if x is y else 0.0)
+
 def unflag(x, y):                    # flips requires_grad on both inputs
     x.requires_grad_(False)
     y.requires_grad_(True)
@@ -93,8 +96,9 @@ def unflag(x, y):                    # flips requires_grad on both inputs
 '''
 NAMES = ["scale_sum", "double", "frozen", "detached", "own_leaf", "mutate", "raise_value_error",
          "as_float", "as_numpy", "as_subclass", "pair", "exits", "mutate_view", "resize",
-         "second_only", "fill", "layout", "unflag", "bad_backward"]
+         "second_only", "fill", "layout", "unflag", "bad_backward", "same"]
 SIGNATURES = {"mutate": "mutate(x) -> Tensor", "second_only": "second_only(x, y) -> Tensor",
+              "same": "same(x, y) -> Tensor",
               "fill": "fill(buf, value) -> Tensor", "unflag": "unflag(x, y) -> Tensor"}
 
 
@@ -193,6 +197,22 @@ def test_non_contiguous_inputs_reach_the_child_with_their_strides(sub):
     row = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
     sub.scale_sum(row.expand(2, 3), torch.tensor([[True, True, False], [True, False, False]])).backward()
     assert row.grad.tolist() == [6.0, 3.0, 0.0]  # through the expanded view to the test's leaf
+
+
+def test_a_tensor_passed_twice_is_one_object_in_the_child(sub):
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    assert sub.same(x, x.clone()).item() == 5.0  # equal values, two objects
+    loss = sub.same(x, x)
+    assert loss.item() == 6.0  # `x is y` in the child, as in the test's process
+    loss.backward()
+    assert x.grad.tolist() == [2.0, 4.0]  # d(x*x)/dx, both uses summed onto the one leaf
+    with batch(sub) as b:
+        got = b.same(x, y=x)  # positional then keyword: still one object
+    assert got.value.item() == 6.0
+    a = torch.ones(2)
+    with pytest.raises(Feedback, match=r"`x` written at 2 of 2"):
+        sub.second_only(a, a)  # written through its second name: reported under its first
+    assert a.tolist() == [1.0, 1.0]
 
 
 def test_a_batch_answers_like_direct_calls(sub):

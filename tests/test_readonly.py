@@ -27,11 +27,13 @@ def test_parameter_names_come_from_the_declared_signature():
 
 
 def test_labels_name_every_tensor_in_the_order_the_wire_finds_them():
-    t = torch.zeros(1)
-    args = (t, [t, {"k": t}], 3, t)
-    names = readonly.labels(args, {"mask": t, "eps": 0.2}, ["x", "pairs"])
+    t = [torch.zeros(1) for _ in range(5)]
+    args = (t[0], [t[1], {"k": t[2]}], 3, t[3])
+    names = readonly.labels(args, {"mask": t[4], "eps": 0.2}, ["x", "pairs"])
     assert names == ["x", "pairs[0]", "pairs[1]['k']", "argument 4", "mask"]
     assert readonly.top("pairs[1]['k']") == "pairs"
+    # one tensor passed again crosses once (sandbox.wire): it keeps its first name
+    assert readonly.labels((t[0], [t[0], t[1]]), {"mask": t[0]}, ["x", "pairs"]) == ["x", "pairs[1]"]
 
 
 def test_changes_name_the_first_positions_and_count_them():
@@ -90,6 +92,18 @@ def test_in_process_gradients_reach_the_callers_leaf_through_the_copy():
     logp = torch.tensor([1.0, 2.0], requires_grad=True)
     impl.clean(logp, torch.tensor([1.0, 0.0])).backward()
     assert logp.grad.tolist() == [1.0, 0.0] and impl.__judge_violations__() == []
+
+
+def test_in_process_a_tensor_passed_twice_is_one_copy_passed_twice():
+    impl = _impl()
+    logp = torch.tensor([1.0, 2.0], requires_grad=True)
+    seen = []
+    impl._impl.clean = lambda a, b: seen.append(a is b) or (a * b).sum()
+    impl._guarded.clear()
+    impl.clean(logp, logp).backward()  # as the sandbox's child sees it: `a is b`
+    assert seen == [True] and logp.grad.tolist() == [2.0, 4.0]
+    impl.clean(logp, logp.detach().clone())
+    assert seen == [True, False]  # equal values, two objects: two copies
 
 
 def test_in_process_a_declared_output_buffer_is_written_and_a_flip_is_reported():

@@ -294,6 +294,24 @@ def test_strided_nodes_are_refused_unless_accepted_and_checked_against_their_byt
         wire.Message({"nb": [8]}, bytearray(8), strides=True).value(one)
 
 
+def test_a_tensor_passed_twice_crosses_once_and_arrives_as_one_object():
+    x, y = torch.arange(3.0), torch.arange(3.0)
+    blobs, sent = [], []
+    tree = wire.encode([x, y, x, {"k": x}], blobs, tensors=sent, strides=True)
+    assert len(sent) == 2 and len(blobs) == 4  # x's bytes once
+    header, payload = wire.unframe(wire.frame({"v": tree}, blobs))
+    got = []
+    a, b, c, d = wire.Message(header, payload, strides=True).value(header["v"], got)
+    assert a is c is d["k"] and a is not b and len(got) == 2  # each tensor once in the flat list
+    # the child's answers are decoded without aliases: its own nodes, once each
+    with pytest.raises(wire.WireError, match="alias"):
+        wire.Message(header, payload).value(header["v"])
+    for bad in ({"A": 1}, {"A": 5}, {"A": "0"}, {"A": 0, "dtype": "float64"}, {"A": -1}):
+        with pytest.raises(wire.WireError, match="alias"):  # undecoded, absent, malformed
+            wire.Message({"nb": [8, 8]}, bytearray(16), strides=True).value(
+                {"L": [{"T": 0, "dtype": "float64", "shape": [1]}, bad]})
+
+
 # --- decoding an untrusted peer's values: every node strict, every tensor claimed once -----------
 
 def _message(header: dict, payload: bytes = b"") -> wire.Message:
