@@ -1,7 +1,8 @@
 """T1: replayed gates and MoE outputs against the scalar-loop oracle, smallest case first.
 (Sizes drawn per seed with k = 1, k >= 4, k = E, and one batch of N >= 16384 tokens against the
-vectorised reference: test_t2_regimes.py.) The float64 cases pass non-contiguous views of their
-values (column-major x and router_logits, a sliced expert_idx, a transposed-layout expert_weight)."""
+vectorised reference: test_t2_regimes.py.) The float64 cases of every other size pass
+non-contiguous views of their values (column-major x and router_logits, a sliced expert_idx, a
+transposed-layout expert_weight)."""
 
 import torch
 
@@ -13,13 +14,13 @@ cases = sibling(__file__, "_cases")
 def _drawn_cases(ctx, salt):
     """Every T1 size in every dtype, smallest first, each with its routing scale drawn in turn:
     ((N, E, k, D, D_out), dtype, (x, router_logits, expert_idx, expert_weight)); the float64 cases
-    as non-contiguous views of their values (cases.strided: .view raises on them)."""
+    of every other size as non-contiguous views of their values (cases.strided: .view raises on them)."""
     g = ctx.generator(salt)
-    for n, e, k, d, d_out in cases.T1_SIZES:
+    for i, (n, e, k, d, d_out) in enumerate(cases.T1_SIZES):
         for dtype in cases.DTYPES:
             scale = 0.5 + 3.5 * float(torch.rand((), generator=g))
             case = cases.make_case(g, n, e, k, d, d_out, dtype, scale=scale)
-            yield (n, e, k, d, d_out), dtype, (cases.strided(*case) if dtype == torch.float64 else case)
+            yield (n, e, k, d, d_out), dtype, (cases.strided(*case) if dtype == torch.float64 and i % 2 else case)
 
 
 def _gates_vs_oracle(sub, oracle, ctx, salt, sf):
