@@ -20,8 +20,8 @@ import math
 
 import torch
 
-from judge.testing import (Feedback, all_close, assert_close, assert_no_grad, batch, check_tensor, describe,
-                           leaf, sibling, tolerance, visible)
+from judge.testing import (Feedback, all_close, assert_close, assert_no_grad, backward_all, batch, check_tensor,
+                           describe, leaf, sibling, tolerance, visible)
 
 cases = sibling(__file__, "_cases")
 D = torch.float64
@@ -128,25 +128,29 @@ def test_hand_checked_case(sub, ctx):
 
 @visible
 def test_tail_weight_alpha_prime(sub, ctx):
-    """P_H = .5, Q_H = .9: rho = .1/.5 = .2, 1/rho = 5. Head ratios p/q = [2/3, 4/9] lie in
-    [.25, 2]. alpha' = rho f(1/rho): none .2, tis .2 * 2 = .4, mis .2 * 0 = 0 (5 is out of band)."""
-    th0 = torch.tensor([0.3, 0.2], dtype=D).log()
-    sh = torch.tensor([0.45, 0.45], dtype=D).log()
-    p = torch.tensor([0.3, 0.2], dtype=D)
-    q = torch.tensor([0.45, 0.45], dtype=D)
-    expected = {"none": q - 0.2 * p, "tis": p - 0.4 * p, "mis": p - 0.0 * p}
+    """Two positions, head ratios p/q in [.25, 2]; alpha' = rho f(1/rho) clamps 1/rho at both ends.
+    Row 0: P_H = .5, Q_H = .9: rho = .1/.5 = .2, 1/rho = 5 > high: none .2, tis .2 * 2 = .4,
+    mis .2 * 0 = 0 (5 is out of band). Row 1: P_H = .9, Q_H = .55: rho = .45/.1 = 4.5, 1/rho = .22
+    < low: none 4.5, tis 4.5 * .25 = 1.125, mis 0."""
+    p = torch.tensor([[0.3, 0.2], [0.45, 0.45]], dtype=D)
+    q = torch.tensor([[0.45, 0.45], [0.3, 0.25]], dtype=D)
+    th0, sh = p.log(), q.log()
+    alpha = {"none": (0.2, 4.5), "tis": (0.4, 1.125), "mis": (0.0, 0.0)}
+    expected = {mode: (q if mode == "none" else p) - torch.tensor(a, dtype=D).unsqueeze(-1) * p
+                for mode, a in alpha.items()}  # in band, q f(p/q) = p for tis and mis
     with batch(sub) as b:
         runs = []
         for mode in expected:
             th = leaf(th0)
             runs.append((th, b.sc_correction(th, sh, mode=mode, low=0.25, high=2.0)))
-    for (mode, coef), (th, pending) in zip(expected.items(), runs):
-        c = pending.value
-        c.backward()
+    values = [pending.value for _, pending in runs]
+    backward_all([(c, torch.ones(2, dtype=D)) for c in values])  # one round trip for the three [2] outputs
+    for (mode, coef), (th, _), c in zip(expected.items(), runs, values):
         assert_close(th.grad, coef,
-                     what=f"head coefficients q_v f(p_v/q_v) - alpha' p_v with alpha' = rho f(1/rho) (mode={mode!r})",
+                     what=f"head coefficients q_v f(p_v/q_v) - alpha' p_v with alpha' = rho f(1/rho) (mode={mode!r}; "
+                          f"row 0: 1/rho = 5 above high, row 1: 1/rho = .22 below low)",
                      inputs=dict(p_head=p, q_head=q, mode=mode, low=0.25, high=2.0))
-        assert_close(c, (coef * th0).sum(), what=f"correction value (mode={mode!r})",
+        assert_close(c, (coef * th0).sum(-1), what=f"correction value (mode={mode!r})",
                      inputs=dict(p_head=p, q_head=q, mode=mode, low=0.25, high=2.0))
 
 
