@@ -9,7 +9,8 @@ Which test covers which class (more in test_t2_regimes.py):
   passed eps = 1e-3 in both functions (ignored, or not passed on from the loss).
 - test_mis_endpoints_are_inclusive: exact ties at both bounds in head, tail and token weights
   (neighbouring floats and log-space comparisons: test_t2_regimes).
-- test_correction_is_not_reweighted / test_on_policy_correction_vanishes: where the correction goes.
+- test_correction_is_not_reweighted / test_on_policy_correction_vanishes: where the correction goes
+  (and one tensor as logp and rollout_logp: w_a = f(1), no on-policy shortcut).
 - test_frozen_inputs_get_no_gradient / test_padding_is_neutralised / test_inputs_not_mutated:
   stop-gradients, NaN/inf/1e30 padding in every input (two fills a call, mixed across entries
   and inputs), no in-place writes.
@@ -385,7 +386,9 @@ def test_correction_is_not_reweighted(sub, ctx):
 
 
 def test_on_policy_correction_vanishes(sub, ctx):
-    """q = p on the head: rho = 1, alpha' = f(1), every coefficient p f(1) - f(1) p = 0."""
+    """q = p on the head: rho = 1, alpha' = f(1), every coefficient p f(1) - f(1) p = 0. And the
+    loss given one tensor as logp and rollout_logp (and one as both heads), "tis" with low = 1.5:
+    every token ratio is 1, so w_a = f(1) = 1.5 (not 1: no on-policy shortcut), the correction 0."""
     g = ctx.generator(203)
     th0, *_ = cases.heads(g, (3,), 8, 4)
     runs = []
@@ -393,6 +396,11 @@ def test_on_policy_correction_vanishes(sub, ctx):
         for mode, (low, high) in BOUNDS.items():
             th = leaf(th0)
             runs.append((mode, th, b.sc_correction(th, th0.clone(), mode=mode, low=low, high=high)))
+        same = leaf(th0[:, :2].T.contiguous())                                   # [2, 3] log-probs
+        heads = th0.unsqueeze(0).expand(2, 3, 4)
+        adv = torch.tensor([1.0, -2.0], dtype=D)
+        mask = torch.tensor([[True, True, False], [True, True, True]])
+        loss = b.sc_policy_loss(same, same, heads, heads, adv, mask, mode="tis", low=1.5, high=2.0)
     for mode, th, pending in runs:
         c = pending.value
         c.sum().backward()
@@ -402,6 +410,16 @@ def test_on_policy_correction_vanishes(sub, ctx):
         assert_close(th.grad, torch.zeros(3, 4, dtype=D), atol=1e-12,
                      what=f"d c / d train_head_logp when sampler head == trainer head (mode={mode!r})",
                      inputs=dict(train_head_logp=th0, mode=mode))
+    what = ("sc_policy_loss(logp, logp, heads, heads, ..., mode='tis', low=1.5, high=2) (one tensor as logp and "
+            "rollout_logp: every ratio 1, w_a = clamp(1, 1.5, 2) = 1.5)")
+    m = mask.to(D)
+    a = adv.unsqueeze(-1) * m
+    out = loss.value
+    assert_close(out, -(a * 1.5 * torch.where(mask, same.detach(), 0.0)).sum() / 5, what=what,
+                 inputs=dict(logp=same.detach(), mask=mask, advantages=adv))
+    out.backward()
+    assert_close(same.grad, -a * 1.5 / 5, what=f"d loss / d logp = -m A w_a / N, {what}",
+                 inputs=dict(logp=same.detach(), mask=mask, advantages=adv))
 
 
 @visible
