@@ -106,6 +106,20 @@ def test_authoring_mistakes_fail_validation(tmp_path, sandbox):
     assert "mutants" not in [c.name for c in rep.checks]
 
 
+def test_a_correct_solution_the_tests_reject_fails_validation(tmp_path, sandbox):
+    """tests/solutions/<slug>_*.py are correct styles: one the tests reject is a false rejection."""
+    ex_dir, ref_dir = _scaffold(tmp_path, "val_honest")
+    solutions = tmp_path / "tests" / "solutions"
+    solutions.mkdir(parents=True)
+    shutil.copy(ref_dir / "solution.py", solutions / "val_honest_copy.py")  # accepted
+    shutil.copy(ex_dir / "starter.py", solutions / "val_honest_unfinished.py")  # rejected
+    rep = validate_exercise(ex_dir, sandbox=sandbox, mutants=False)
+    d = _check(rep, "diagnosis")
+    assert not rep.ok and d.status == "failed" and rep.diagnosis.honest == 3, d.detail
+    assert "correct solutions rejected: val_honest_unfinished.py (rejected: " in d.detail
+    assert "val_honest_copy.py" not in d.detail.split("correct solutions rejected:")[1]
+
+
 def test_a_broken_descriptor_stops_validation_with_its_reason(tmp_path):
     ex_dir, _ = _scaffold(tmp_path, "val_descriptor")
     starter = ex_dir / "starter.py"

@@ -16,7 +16,7 @@ For each exercise folder:
 - **starter rejected** and **known-wrong rejected** (each in its declared tier; sandbox).
 - **diagnosis**: each known-wrong solution, graded as a submission, is named as itself or as an
   equivalent mistake (``judge.diagnose``; a warning below 90%), with the cost per rejected
-  grading; an honest solution (the reference, ``tests/solutions/<slug>_*.py``) named a mistake
+  grading; an honest solution (the reference, ``tests/solutions/<slug>_*.py``) rejected, or named a mistake
   fails validation.
 - **mutants**: simple mutants of the reference (``judge.authoring.mutate``) are graded in-process, tier by
   tier, stopping at the first failing tier; a mutant that survives every tier fails validation
@@ -315,10 +315,14 @@ def _check_diagnosis(ex: Exercise, g: _Grader, graded, reference: Verdict | None
     for path in honest_solutions(ex):
         verdicts.append((path.name, g.in_process(ex, path.read_text(), mode="submit",
                                                  tiers=["T0", "T1", "T2"])))
+    rejected = []  # a correct style the tests reject: a false rejection
     for label, v in verdicts:
         names = sorted({r.misconception.name for t in v.tiers for r in t.tests if r.misconception})
         if names:
             honest_named.append(f"{label}: {', '.join(names)}")
+        if label != "the reference" and v.verdict != "accepted":
+            failed = [r.name for t in v.tiers for r in t.tests if r.status in ("failed", "error")]
+            rejected.append(f"{label} ({v.verdict}: {', '.join(failed[:3]) or (v.error.message[:200] if v.error else '?')})")
     n = len(graded)
     costs.sort()
     rep = DiagnosisReport(wrong=n, diagnosed=diagnosed, rate=round(diagnosed / n, 3) if n else 0.0,
@@ -329,6 +333,8 @@ def _check_diagnosis(ex: Exercise, g: _Grader, graded, reference: Verdict | None
               f"({round(100 * rep.rate)}%, target 90%); {rep.honest} honest solution(s), "
               f"{len(honest_named)} named; cost per rejected grading median {rep.median_ms:.0f} ms, "
               f"max {rep.max_ms:.0f} ms")
+    if rejected:
+        return _result("diagnosis", "failed", detail + "; correct solutions rejected: " + "; ".join(rejected), t0), rep
     if honest_named:
         return _result("diagnosis", "failed", detail + ": " + "; ".join(honest_named), t0), rep
     if n and rep.rate < 0.9:

@@ -321,37 +321,45 @@ def test_eps_floors_keep_extremes_finite(sub, oracle, ctx):
 
 def test_mis_endpoints_are_inclusive(sub, ctx):
     """mis keeps ratios equal to low or high (closed band, slime's "mis" / IcePop), in the head,
-    in the tail factor f(1/rho) and in the sampled-token weight w_a."""
+    in the tail factor f(1/rho) and in the sampled-token weight w_a.
+
+    One-token heads whose masses are powers of two: 1 - P_H and 1 - Q_H are then exact however
+    they are computed (1 - sum exp, -expm1(logsumexp)), so every standard formulation meets the
+    same ties. Head rows (band [.5, 2]): p/q = 2 = high (p = .5, q = .25; 1/rho = 2/3 inside) and
+    p/q = .5 = low (p = .25, q = .5; 1/rho = 1.5 inside); p = q = .5 (head ratio 1, rho = 1) under
+    the bands [1, 2] and [.5, 1]: the head ratio and 1/rho both on the bound. Every coefficient
+    q w - alpha' p is 0 with the endpoints kept; a dropped endpoint gives -.5, -.25 or +.5."""
     runs = []
     with batch(sub) as b:
         for dtype in (torch.float64, torch.float32):
             l2 = torch.tensor(L2, dtype=dtype)
             if not ((l2.exp() == 2.0) and ((-l2).exp() == 0.5) and ((-2 * l2).exp() == 0.25)):
                 raise RuntimeError("test setup: exp(+-log 2) is not exact in this dtype")
-            # head: p = [.5, .25], q = [.25, .25]: ratios [2, 1]; P_H = .75, Q_H = .5: rho = 2, 1/rho = .5 = low
-            th0 = torch.stack([-l2, -2 * l2])
-            sh = torch.stack([-2 * l2, -2 * l2])
-            th = leaf(th0)
-            correction = b.sc_correction(th, sh, mode="mis", low=0.5, high=2.0)
+            heads = []
+            for th0, sh, (low, high) in ((torch.stack([-l2, -2 * l2]).reshape(2, 1),
+                                          torch.stack([-2 * l2, -l2]).reshape(2, 1), (0.5, 2.0)),
+                                         ((-l2).reshape(1, 1), (-l2).reshape(1, 1), (1.0, 2.0)),
+                                         ((-l2).reshape(1, 1), (-l2).reshape(1, 1), (0.5, 1.0))):
+                th = leaf(th0)
+                heads.append((th, low, high, b.sc_correction(th, sh, mode="mis", low=low, high=high)))
             # sampled-token weights at the endpoints: ratios 2 and .5
             logp = leaf(torch.stack([-l2, -2 * l2]).reshape(1, 2))
             rollout = torch.stack([-2 * l2, -l2]).reshape(1, 2)
-            heads = torch.stack([-l2, -l2]).expand(1, 2, 2)  # p = q on the head: correction 0
-            loss = b.sc_policy_loss(logp, rollout, heads, heads.clone(), torch.ones(1, dtype=dtype),
+            same = torch.stack([-l2, -l2]).expand(1, 2, 2)  # p = q on the head: correction 0
+            loss = b.sc_policy_loss(logp, rollout, same, same.clone(), torch.ones(1, dtype=dtype),
                                     torch.ones(1, 2, dtype=torch.bool), mode="mis", low=0.5, high=2.0)
-            runs.append((dtype, th, correction, logp, loss))
-    for dtype, th, correction, logp, pending in runs:
-        c = correction.value
-        c.backward()
-        # alpha' = 2 * f(.5) = 2 * .5 = 1; coefficients q w - p = [.25*2 - .5, .25*1 - .25] = [0, 0]
-        # float64: every quantity is exact, the coefficients cancel to 0. float32: an implementation
-        # that compares the ratios in float32 (as it must) but forms q w - alpha' p in float64 from
-        # the float32 log-probs (exp(-fl32(log 2)) is 0.5 (1 + ~1e-8) there) cancels only to ~1e-9:
-        # 1e-7 admits it and is still 2.5e6 times below a dropped endpoint's coefficient (.5, .25).
-        assert_close(th.grad, torch.zeros(2, dtype=dtype), atol=1e-12 if dtype == torch.float64 else 1e-7,
-                     what="head coefficients with a head ratio exactly 2 = high and 1/rho exactly .5 = low "
-                          "(both kept: the band is closed)",
-                     inputs=dict(p_head=[0.5, 0.25], q_head=[0.25, 0.25], mode="mis", low=0.5, high=2.0))
+            runs.append((dtype, heads, logp, loss))
+    for dtype, heads, logp, pending in runs:
+        for th, low, high, correction in heads:
+            correction.value.sum().backward()
+            # float32: an implementation that compares the ratios in float32 (as it must) but forms
+            # q w - alpha' p in float64 from the float32 log-probs (exp(-fl32(log 2)) is
+            # 0.5 (1 + ~1e-8) there) cancels only to ~1e-9: 1e-7 admits it and is still 2.5e6
+            # times below a dropped endpoint's coefficient (.25, .5).
+            assert_close(th.grad, torch.zeros_like(th.grad), atol=1e-12 if dtype == torch.float64 else 1e-7,
+                         what=f"head coefficients q w - alpha' p (mode='mis', low={low}, high={high}) with "
+                              f"ratios exactly on the bounds ({dtype}; both endpoints are kept: the band is closed)",
+                         inputs=dict(p_head=th.detach().exp().reshape(-1).tolist(), mode="mis", low=low, high=high))
         loss = pending.value
         loss.backward()
         assert_close(logp.grad, torch.tensor([[-1.0, -0.25]], dtype=dtype),

@@ -1,0 +1,95 @@
+# A correct solution in another style (a held-out-style probe, written from spec.md alone).
+import torch
+
+SF = ("softmax", "sigmoid")
+
+
+def check(router_logits, expert_idx, score_function):
+    if score_function not in SF:
+        raise ValueError("score_function")
+    if not isinstance(router_logits, torch.Tensor) or router_logits.dim() != 2:
+        raise ValueError("router_logits")
+    if not isinstance(expert_idx, torch.Tensor) or expert_idx.dim() != 2:
+        raise ValueError("expert_idx")
+    if expert_idx.dtype == torch.bool or expert_idx.is_floating_point() or expert_idx.is_complex():
+        raise ValueError("dtype")
+    n, e = router_logits.shape
+    if expert_idx.shape[0] != n:
+        raise ValueError("N")
+    k = expert_idx.shape[1]
+    if not 1 <= k <= e:
+        raise ValueError("k")
+    if expert_idx.numel() and (int(expert_idx.min()) < 0 or int(expert_idx.max()) >= e):
+        raise ValueError("range")
+    srt = expert_idx.sort(dim=-1).values
+    if bool((srt[:, 1:] == srt[:, :-1]).any()):
+        raise ValueError("dup")
+
+
+def check_fwd(x, router_logits, expert_weight):
+    if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[0] != router_logits.shape[0]:
+        raise ValueError("x")
+    if (not isinstance(expert_weight, torch.Tensor) or expert_weight.dim() != 3
+            or expert_weight.shape[0] != router_logits.shape[1] or expert_weight.shape[1] != x.shape[1]):
+        raise ValueError("W")
+
+
+def gates(router_logits, expert_idx, score_function):
+    u = router_logits.gather(1, expert_idx.long())
+    if score_function == "softmax":
+        return torch.softmax(u, -1)
+    s = torch.sigmoid(u)
+    return s / s.sum(-1, keepdim=True)
+
+
+def replay_gates(router_logits, expert_idx, score_function="softmax"):
+    check(router_logits, expert_idx, score_function)
+    return gates(router_logits, expert_idx, score_function)
+
+
+def moe_replay_forward(x, router_logits, expert_idx, expert_weight, score_function="softmax"):
+    check(router_logits, expert_idx, score_function)
+    check_fwd(x, router_logits, expert_weight)
+    g = gates(router_logits, expert_idx, score_function)
+    w = expert_weight[expert_idx.long()]
+    out = torch.einsum("nd,nkdo->nko", x, w)
+    return torch.einsum("nk,nko->no", g, out)
+
+# ---- probe override ----
+# CORRECT: sorts the route for validation with unique_consecutive, uses index_select + bmm, and
+# a max-subtracted softmax written out by hand with a detached max.
+def check(router_logits, expert_idx, score_function):
+    if score_function not in SF:
+        raise ValueError("score_function")
+    if not torch.is_tensor(router_logits) or not torch.is_tensor(expert_idx):
+        raise ValueError("tensor")
+    if router_logits.ndim != 2 or expert_idx.ndim != 2:
+        raise ValueError("dims")
+    if expert_idx.dtype not in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
+        raise ValueError("dtype")
+    n, e = router_logits.shape
+    if expert_idx.shape[0] != n or not (1 <= expert_idx.shape[1] <= e):
+        raise ValueError("shape")
+    for row in expert_idx.tolist():
+        if any(v < 0 or v >= e for v in row) or len(set(row)) != len(row):
+            raise ValueError("ids")
+
+
+def gates(router_logits, expert_idx, score_function):
+    u = torch.stack([router_logits[i].index_select(0, expert_idx[i].long()) for i in range(router_logits.shape[0])]) \
+        if router_logits.shape[0] else router_logits.gather(1, expert_idx.long())
+    if score_function == "softmax":
+        z = torch.exp(u - u.max(-1, keepdim=True).values.detach())
+        return z / z.sum(-1, keepdim=True)
+    s = torch.sigmoid(u)
+    return s / s.sum(-1, keepdim=True)
+
+
+def moe_replay_forward(x, router_logits, expert_idx, expert_weight, score_function="softmax"):
+    check(router_logits, expert_idx, score_function)
+    check_fwd(x, router_logits, expert_weight)
+    g = gates(router_logits, expert_idx, score_function)
+    N, k = expert_idx.shape
+    W = expert_weight.index_select(0, expert_idx.reshape(-1).long())          # [N*k, D, Do]
+    xo = torch.bmm(x.repeat_interleave(k, 0).unsqueeze(1), W).squeeze(1)     # [N*k, Do]
+    return (g.reshape(-1, 1) * xo).reshape(N, k, expert_weight.shape[-1]).sum(1)

@@ -1,0 +1,102 @@
+# A correct solution in another style (a held-out-style probe, written from spec.md alone).
+import math
+import torch
+
+MODES = ("none", "tis", "mis")
+
+
+def check_mode(mode, low, high):
+    if mode not in MODES:
+        raise ValueError("mode")
+    if mode != "none":
+        if not (math.isfinite(low) and math.isfinite(high) and 0.0 <= low <= high and high > 0.0):
+            raise ValueError("bounds")
+
+
+def f(x, mode, low, high):
+    if mode == "none":
+        return torch.ones_like(x)
+    if mode == "tis":
+        return x.clamp(low, high)
+    keep = (x >= low) & (x <= high)
+    return torch.where(keep, x, torch.zeros_like(x))
+
+
+def correction(th, sh, mode, low, high, eps):
+    lp, lq = th.detach(), sh.detach()
+    p, q = lp.exp(), lq.exp()
+    rho = (1 - q.sum(-1)).clamp_min(eps) / (1 - p.sum(-1)).clamp_min(eps)
+    alpha = rho * f(rho.reciprocal(), mode, low, high)
+    w = f((lp - lq).exp(), mode, low, high)
+    return ((q * w - alpha.unsqueeze(-1) * p) * th).sum(-1)
+
+
+def check_loss(logp, rollout_logp, th, sh, advantages, mask):
+    if logp.dim() != 2 or rollout_logp.shape != logp.shape or mask.shape != logp.shape:
+        raise ValueError("shape")
+    B, L = logp.shape
+    if advantages.shape != (B,):
+        raise ValueError("adv")
+    if th.dim() != 3 or th.shape[:2] != (B, L) or sh.shape != th.shape:
+        raise ValueError("heads")
+
+
+def sc_correction(train_head_logp, sampler_head_logp, mode="none", low=0.0, high=2.0, eps=1e-6):
+    check_mode(mode, low, high)
+    if train_head_logp.dim() < 1 or train_head_logp.shape != sampler_head_logp.shape:
+        raise ValueError("heads")
+    return correction(train_head_logp, sampler_head_logp, mode, low, high, eps)
+
+
+def sc_policy_loss(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask,
+                   mode="none", low=0.0, high=2.0, eps=1e-6):
+    check_mode(mode, low, high)
+    check_loss(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask)
+    m = mask.bool()
+    m3 = m.unsqueeze(-1)
+    zero = torch.zeros((), dtype=logp.dtype)
+    lv = torch.where(m, logp, zero)
+    rv = torch.where(m, rollout_logp, zero)
+    th = torch.where(m3, train_head_logp, zero)
+    sh = torch.where(m3, sampler_head_logp, zero)
+    w = f((lv - rv).detach().exp(), mode, low, high)
+    c = correction(th, sh, mode, low, high, eps)
+    A = advantages.detach().to(logp.dtype).unsqueeze(-1)
+    per = -A * w * lv + A * c
+    return per.sum() / m.sum().clamp_min(1).to(logp.dtype)
+
+# ---- probe override ----
+# Tail masses as -expm1(logsumexp(log p)), a stable form of 1 - P_H: it rounds differently from
+# 1 - sum(p) (log .75 is not exact), so the tests' ties use masses that are exact either way.
+def correction(th, sh, mode, low, high, eps):
+    lp, lq = th.detach(), sh.detach()
+    one_m_p = (-torch.expm1(torch.logsumexp(lp, -1))).clamp_min(eps)
+    one_m_q = (-torch.expm1(torch.logsumexp(lq, -1))).clamp_min(eps)
+    rho = torch.exp(one_m_q.log() - one_m_p.log())
+    inv = torch.exp(one_m_p.log() - one_m_q.log())
+    if mode == "none":
+        alpha = rho
+    elif mode == "tis":
+        alpha = rho * inv.clamp(low, high)
+    else:
+        alpha = torch.where((inv >= low) & (inv <= high), torch.ones_like(rho), torch.zeros_like(rho))
+    w = f((lp - lq).exp(), mode, low, high)
+    coef = lq.exp() * w - alpha.unsqueeze(-1) * lp.exp()
+    return torch.einsum("...k,...k->...", coef, th)
+
+
+def sc_policy_loss(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask,
+                   mode="none", low=0.0, high=2.0, eps=1e-6):
+    check_mode(mode, low, high)
+    check_loss(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask)
+    pad = mask == 0
+    lv = logp.masked_fill(pad, 0.0)
+    rv = rollout_logp.masked_fill(pad, 0.0)
+    th = train_head_logp.masked_fill(pad.unsqueeze(-1), 0.0)
+    sh = sampler_head_logp.masked_fill(pad.unsqueeze(-1), 0.0)
+    w = f(torch.exp(lv.detach() - rv.detach()), mode, low, high)
+    c = correction(th, sh, mode, low, high, eps)
+    A = advantages.detach().to(logp.dtype)[:, None]
+    per = A * (c - w * lv)
+    n = max(1, int((~pad).sum().item()))
+    return per.sum() / n
