@@ -9,6 +9,7 @@ run is replayable from its seed.
   large case with B * L >= 16384 (compare that one with the vectorised reference, not a loop).
 - ``as_mask(m, kind)``: a bool mask in one of the accepted encodings (bool, 0/1 float32/float64,
   0/1 int64).
+- ``strided(inputs)``: the same values as non-contiguous views (column-major, sliced, stepped).
 - ``pad(x, valid, fill)``: fill the padded positions of ``x`` (mask 0) with ``fill``.
 - ``exact_log(value, dtype)`` / ``onto_bound(value, dtype)``: log-ratios whose ``exp`` lands
   exactly on a bound in ``dtype``; the second gives the smallest and largest such float (the
@@ -60,6 +61,26 @@ def as_mask(valid: torch.Tensor, kind: str) -> torch.Tensor:
     if kind == "bool":
         return valid.clone()
     return valid.to({"float32": F32, "float64": F64, "int64": torch.int64}[kind])
+
+
+def strided(inputs: dict, *, major: tuple[str, ...] = ("logp",), column_major: bool = False) -> dict:
+    """The same values as non-contiguous views (any [B, L] / [B] tensor is a valid input): the
+    [B, L] inputs named in ``major`` column-major (``x.t().contiguous().t()``, a dense layout that
+    ``judge.testing.leaf``'s clone keeps), the other [B, L] ones the first columns of a wider
+    tensor (with ``column_major``: column-major too, so that elementwise results are column-major),
+    1-D ones every other element of a longer one; anything else as it is. An implementation that
+    flattens its inputs or its intermediate results with ``.view(-1)`` raises on them."""
+    out = dict(inputs)
+    for k, x in inputs.items():
+        if not isinstance(x, torch.Tensor):
+            continue
+        if x.dim() == 2 and (column_major or k in major):
+            out[k] = x.t().contiguous().t()
+        elif x.dim() == 2:
+            out[k] = torch.cat([x, x], dim=1)[:, :x.shape[1]]
+        elif x.dim() == 1:
+            out[k] = torch.stack([x, x], dim=-1)[:, 0]
+    return out
 
 
 def pad(x: torch.Tensor, valid: torch.Tensor, fill: float) -> torch.Tensor:

@@ -85,3 +85,21 @@ def test_token_case_pads_and_empties_rows():
     assert bool(torch.isinf(c["old_logp"][~c["valid"]]).all())
     assert bool(torch.isfinite(c["rollout_logp"][c["valid"]]).all())
     assert cases.token_case(_g(3), 0, 5, torch.float64)["logp"].shape == (0, 5)
+
+
+def test_strided_keeps_the_values_in_non_contiguous_layouts():
+    g = torch.Generator().manual_seed(0)
+    inputs = {"logp": torch.randn(3, 4, generator=g), "old": torch.randn(3, 4, generator=g, dtype=torch.float64),
+              "mask": torch.rand(3, 4, generator=g) > 0.5, "adv": torch.randn(3, generator=g), "k": 2,
+              "one": torch.tensor(1.0)}
+    for column_major in (False, True):
+        out = cases.strided(inputs, major=("logp",), column_major=column_major)
+        for k, x in inputs.items():
+            if isinstance(x, torch.Tensor):
+                assert torch.equal(out[k], x) and out[k].dtype == x.dtype, k
+        assert out["k"] == 2 and out["one"] is inputs["one"]  # not a tensor, or 0-d: as it is
+        assert out["logp"].stride() == (1, 3) and out["adv"].stride() == (2,)
+        assert out["old"].stride() == ((1, 3) if column_major else (8, 1))  # sliced from [3, 8]
+        for k in ("logp", "old", "mask"):
+            with pytest.raises(RuntimeError):
+                out[k].view(-1)

@@ -44,23 +44,6 @@ def random_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, fill: fl
     return out
 
 
-def strided(case: dict, *, column_major: bool = False) -> dict:
-    """The same values as non-contiguous views: logp and rollout_logp column-major
-    (``x.t().contiguous().t()``, a dense layout that ``leaf``'s clone keeps), old_logp and the mask
-    column slices of wider tensors (or, with ``column_major``, every [B, L] input column-major, so
-    that elementwise results are column-major too), advantages every other element of a longer
-    one. Any [B, L] / [B] tensor is a valid input; an implementation that flattens its inputs or
-    its intermediate results with ``.view(-1)`` raises."""
-    out = dict(case)
-    for k in ("logp", "rollout_logp", "old_logp", "mask"):
-        if column_major or k in ("logp", "rollout_logp"):
-            out[k] = case[k].t().contiguous().t()
-        else:
-            out[k] = torch.cat([case[k], case[k]], dim=1)[:, :case[k].shape[1]]
-    out["advantages"] = torch.stack([case["advantages"]] * 2, dim=-1)[:, 0]
-    return out
-
-
 def cases(ctx, salt: int):
     """Yield (label, case, eps_low, eps_high) from small to large, float64 and float32 each.
 
@@ -68,7 +51,7 @@ def cases(ctx, salt: int):
     judge.cases.shapes), and a square B = L (a broadcast of the advantages over the wrong axis
     raises nowhere else). Per dtype, every band of EPS, every fill of FILLS and every mask
     encoding (bool, 0/1 float32 / float64 / int64) appears, and every other case has an empty row.
-    Half the cases are non-contiguous views (``strided``), in mixed layouts or every [B, L] input
+    Half the cases are non-contiguous views (``judge.cases.strided``), in mixed layouts or every [B, L] input
     column-major, each in both dtypes.
     """
     g = ctx.generator(salt)
@@ -84,7 +67,7 @@ def cases(ctx, salt: int):
             case = random_case(g, B, L, dtype, fill, kind, empty_row=(j % 2 == 1))
             layout = (i + j) % 4  # 1: mixed non-contiguous views, 3: every [B, L] input column-major
             if layout in (1, 3):
-                case = strided(case, column_major=layout == 3)
+                case = shared.strided(case, major=("logp", "rollout_logp"), column_major=layout == 3)
             yield (f"B={B}, L={L}, {str(dtype).replace('torch.', '')}, {kind} mask, padding {fill}"
                    + ("" if layout not in (1, 3) else ", column-major inputs" if layout == 3
                       else ", non-contiguous inputs"), case, eps_low, eps_high)

@@ -83,19 +83,3 @@ def regime_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, *, mask_
     logp, rollout = jc.pad(logp.to(dtype), valid, pad_fill), jc.pad(rollout.to(dtype), valid, -pad_fill)
     return {"logp": logp, "rollout_logp": rollout, "advantages": adv.to(adv_dtype or dtype),
             "mask": jc.as_mask(valid, mask_kind)}
-
-
-def strided(inputs: dict, *, column_major: bool = False) -> dict:
-    """The same values as non-contiguous views: logp and mask column-major (``x.t().contiguous().t()``,
-    a dense layout that ``leaf``'s clone keeps), rollout_logp a column slice of a wider tensor (or,
-    with ``column_major``, column-major too, so that elementwise results are column-major) and
-    advantages every other element of a longer one. Any [B, L] / [B] tensor is a valid input; an
-    implementation that flattens its inputs or its intermediate results with ``.view(-1)`` raises."""
-    out = dict(inputs)
-    for k in ("logp", "mask") + (("rollout_logp",) if column_major else ()):
-        out[k] = inputs[k].t().contiguous().t()
-    if not column_major:
-        ro = inputs["rollout_logp"]
-        out["rollout_logp"] = torch.cat([ro, ro], dim=1)[:, :ro.shape[1]]
-    out["advantages"] = torch.stack([inputs["advantages"]] * 2, dim=-1)[:, 0]
-    return out

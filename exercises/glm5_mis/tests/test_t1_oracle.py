@@ -7,7 +7,7 @@ Which test covers which class (issue 17):
   probabilities mixed with ordinary ones, the default widths omitted in a third of the calls,
   clip_high >= 1 checked for values, empty rows, float64 advantages with float32 logp, and in
   every other call non-contiguous inputs (column-major logp and mask, a sliced rollout_logp, a
-  strided advantages: _cases.strided), which a .view(-1) cannot flatten.
+  strided advantages: judge.cases.strided), which a .view(-1) cannot flatten.
 - test_weights_match_oracle / test_loss_and_gradient_match_oracle: random widths, empty rows
   (slime's sum_i max(1, n_i) normaliser differs there).
 """
@@ -129,7 +129,7 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
     vectorised reference), every mask kind (bool, 0/1 in logp's dtype, float64, int64), every
     padding fill, extreme and tiny log-probabilities mixed with ordinary ones, the default widths
     omitted in a third of the calls, empty rows, float64 advantages with float32 logp, and
-    non-contiguous views of the same values in every other call (_cases.strided)."""
+    non-contiguous views of the same values in every other call (judge.cases.strided)."""
     g = ctx.generator(13)
     flip = ctx.seed % 2
     queued = []
@@ -143,7 +143,7 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
                                        empty_rows=(k % 3 == 2) + (B * L >= jc.LARGE_TOKENS),
                                        adv_dtype=torch.float64 if dtype == torch.float32 and k % 3 != 1 else None)
             if k % 2 == 1:  # non-contiguous: mixed layouts, or (k % 4 == 3) every [B, L] input column-major
-                inputs = cases.strided(inputs, column_major=(k % 4 == 3))
+                inputs = jc.strided(inputs, major=("logp", "mask"), column_major=(k % 4 == 3))
             x = cases.clean_inputs(inputs)
             lp = leaf(inputs["logp"])
             queued.append((x, kw, lp, b.masked_is_weights(inputs["logp"], inputs["rollout_logp"], inputs["mask"], **kw),

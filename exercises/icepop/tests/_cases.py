@@ -12,6 +12,7 @@ import math
 
 import torch
 
+from judge import cases as jc
 from judge.testing import backward_losses as backward_all  # one backward for many losses
 
 F32, F64 = torch.float32, torch.float64
@@ -60,29 +61,12 @@ def make_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, pad: float
             "advantages": adv.to(dtype), "mask": mask}
 
 
-def strided(case: dict, *, column_major: bool = False) -> dict:
-    """The same values as non-contiguous views: logp and rollout_logp column-major
-    (``x.t().contiguous().t()``, a dense layout that ``leaf``'s clone keeps), old_logp and the mask
-    column slices of wider tensors (or, with ``column_major``, every [B, L] input column-major, so
-    that elementwise results are column-major too), advantages every other element of a longer
-    one. Any [B, L] / [B] tensor is a valid input; an implementation that flattens its inputs or
-    its intermediate results with ``.view(-1)`` raises."""
-    out = dict(case)
-    for k in ("logp", "rollout_logp", "old_logp", "mask"):
-        if column_major or k in ("logp", "rollout_logp"):
-            out[k] = case[k].t().contiguous().t()
-        else:
-            out[k] = torch.cat([case[k], case[k]], dim=1)[:, :case[k].shape[1]]
-    out["advantages"] = torch.stack([case["advantages"]] * 2, dim=-1)[:, 0]
-    return out
-
-
 def cases(g: torch.Generator, random_bounds: bool = True, limit: int | None = None, start: int = 0):
     """Yield (case, bounds) pairs from small to large (the first ``limit`` sizes if given; from
     size number ``start`` on: case i is drawn as it is in the full sweep, dtype, mask, padding and
     band by its number). Cases 1, 6 ([1, 3] float32, [5, 3] float64) are non-contiguous views in
     mixed layouts, cases 2, 5 ([2, 2] float64, [4, 4] float32) have every [B, L] input
-    column-major (``strided``): the visible and the hidden sizes each meet both, in both dtypes."""
+    column-major (``judge.cases.strided``): the visible and the hidden sizes each meet both, in both dtypes."""
     for i, (B, L) in enumerate(SIZES[:limit]):
         if i < start:
             continue
@@ -96,7 +80,7 @@ def cases(g: torch.Generator, random_bounds: bool = True, limit: int | None = No
                          empty_row=(i >= 4 and i % 2 == 0), bounds=(low, high))
         layout = (i + i // 2) % 4  # 1: mixed non-contiguous views, 3: all column-major
         if layout in (1, 3):
-            case = strided(case, column_major=layout == 3)
+            case = jc.strided(case, major=("logp", "rollout_logp"), column_major=layout == 3)
         yield case, (low, high)
 
 

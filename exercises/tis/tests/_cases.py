@@ -124,22 +124,3 @@ def regime_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: int) 
     case = {"logp": logp.to(dtype), "old_logp": old.to(dtype), "rollout_logp": rollout.to(dtype),
             "advantages": adv.to(adv_dtype), "mask": mask}
     return case, kwargs
-
-
-
-
-def strided(case: dict, *, column_major: bool = False) -> dict:
-    """The same values as non-contiguous views: logp and rollout_logp column-major
-    (``x.t().contiguous().t()``, a dense layout that ``leaf``'s clone keeps), old_logp and the mask
-    column slices of wider tensors (or, with ``column_major``, every [B, L] input column-major, so
-    that elementwise results are column-major too), advantages every other element of a longer
-    one. Any [B, L] / [B] tensor is a valid input; an implementation that flattens its inputs or
-    its intermediate results with ``.view(-1)`` raises."""
-    out = dict(case)
-    for k in ("logp", "rollout_logp", "old_logp", "mask"):
-        if column_major or k in ("logp", "rollout_logp"):
-            out[k] = case[k].t().contiguous().t()
-        else:
-            out[k] = torch.cat([case[k], case[k]], dim=1)[:, :case[k].shape[1]]
-    out["advantages"] = torch.stack([case["advantages"]] * 2, dim=-1)[:, 0]
-    return out

@@ -6,7 +6,7 @@ Which test covers which class (issue 17):
   default omitted in some calls, TIS bounds incl. [0, 1e12] and [1, 1], PPO widths 0 and >= 1,
   behaviour and PPO log-ratios +-25 and overflowing, e^-110/e^-800 probabilities, empty rows,
   float64 advantages with float32 logp, and in every other call non-contiguous views of the same
-  values (column-major, sliced, strided: _cases.strided), which a .view(-1) cannot flatten.
+  values (column-major, sliced, strided: judge.cases.strided), which a .view(-1) cannot flatten.
 - the other tests: random bounds, both aggregations, empty rows (sizes 1 x 1 ... 3 x 1 in the
   visible test, the larger ones in the hidden tests: in submit mode every size once per
   aggregation).
@@ -121,7 +121,7 @@ def test_seq_mean_loss_and_gradient_match_oracle(sub, oracle, ctx):
 def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
     """Shapes drawn per seed (B = 1, L = 1, and one batch of >= 16k tokens compared with the
     vectorised reference), every mask kind, fill, default and value regime of
-    ``_cases.regime_case``, non-contiguous inputs in every other call (``_cases.strided``); the
+    ``_cases.regime_case``, non-contiguous inputs in every other call (``judge.cases.strided``); the
     weights and the loss are in old_logp's / logp's dtype."""
     g = ctx.generator(106)
     flip = ctx.seed % 2
@@ -131,7 +131,7 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
             dtype = (F64, F32)[(k + flip) % 2]
             case, kw = cases.regime_case(g, B, L, dtype, k)
             if k % 2 == 1:  # non-contiguous: mixed layouts, or (k % 4 == 3) every [B, L] input column-major
-                case = cases.strided(case, column_major=(k % 4 == 3))
+                case = jc.strided(case, major=("logp", "rollout_logp"), column_major=(k % 4 == 3))
             wkw = {"clip_low": kw["tis_low"], "clip_high": kw["tis_high"]} if "tis_low" in kw else {}
             lp = leaf(case["logp"])
             args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
