@@ -92,7 +92,8 @@ def regime_loss_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: 
     clip widths drawn per seed (sometimes 0, sometimes >= 1: they are used as given), ordinary
     log-ratios mixed with +-25 (beyond verl's +-20 clamp, and ratios > 3 where verl's dual clip
     would bind) and, for positive advantages only, log-ratios whose exp overflows (the clipped
-    term is chosen: loss -(1 + clip_high) A, gradient 0, never NaN)."""
+    term is chosen: loss -(1 + clip_high) A, gradient 0, never NaN); float64 advantages with
+    float32 logp and float32 advantages with float64 logp in some cases."""
     from judge import cases as jc
 
     valid = torch.rand(B, L, generator=g) < 0.75
@@ -127,7 +128,49 @@ def regime_loss_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: 
     fill = jc.PADS[k % len(jc.PADS)]
     logp, old = jc.pad(logp, valid, fill), jc.pad(old, valid, -fill)
     mask = jc.as_mask(valid, jc.MASK_KINDS[k % len(jc.MASK_KINDS)])
-    adv_dtype = torch.float64 if dtype == torch.float32 and k % 3 != 0 else dtype
+    # mixed dtypes both ways: float64 advantages with float32 logp, float32 advantages with float64
+    # logp (computing in the advantages' dtype, or in float32 when either input is, loses float64)
+    if dtype == torch.float32:
+        adv_dtype = torch.float64 if k % 3 != 0 else dtype
+    else:
+        adv_dtype = torch.float32 if k % 3 != 0 else dtype
     return logp.to(dtype), old.to(dtype), adv.to(adv_dtype), mask, kwargs
 
 
+
+
+def strided(logp, old, adv, mask):
+    """The same values as non-contiguous views: logp and mask column-major
+    (``x.t().contiguous().t()``, a dense layout that ``leaf``'s clone keeps), old_logp a column
+    slice of a wider tensor, advantages every other element of a longer one. Any [B, L] / [B]
+    tensor is a valid input; an implementation that flattens with ``.view(-1)`` raises on them."""
+    return (logp.t().contiguous().t(), torch.cat([old, old], dim=1)[:, :old.shape[1]],
+            torch.stack([adv, adv], dim=-1)[:, 0], mask.t().contiguous().t())
+
+
+def bound_edges(value: float, dtype: torch.dtype) -> list[float]:
+    """The lowest and highest log-ratio x in ``dtype`` whose exp is ``value`` rounded to ``dtype``
+    on each path torch's exp may take (a 0-d tensor, a vectorised run, float64 rounded back), so
+    the ratio sits exactly ON the bound whatever path a submission's exp takes. Both lie on either
+    side of log(value): a decision made on the log-ratio (logr > log1p(clip_high)) clips one of
+    them although its ratio equals the bound."""
+    from judge import cases as jc
+
+    target = torch.tensor(value, dtype=dtype)
+
+    def on(x):
+        return (bool(torch.exp(x) == target) and bool((torch.exp(x.expand(64).contiguous()) == target).all())
+                and bool(torch.exp(x.double()).to(dtype) == target))
+
+    x0 = jc.exact_log(value, dtype)
+    assert on(x0), f"test construction: exp({float(x0)!r}) is not {value} on every path"
+    out = []
+    for direction in (-math.inf, math.inf):
+        y = x0
+        while True:
+            nxt = torch.nextafter(y, torch.tensor(direction, dtype=dtype))
+            if not on(nxt):
+                break
+            y = nxt
+        out.append(float(y))
+    return out

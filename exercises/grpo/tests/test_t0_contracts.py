@@ -6,6 +6,8 @@ Which test covers which class (issue 17):
 - empty masks: test_empty_mask_gives_graph_connected_zero (both aggregations, every mask kind,
   NaN/inf/1e30 padding under the empty mask, B = 0).
 - N = 0 rewards: test_t2_extremes.test_rewards_with_a_large_offset_float32.
+- mask dtypes beyond judge.cases.MASK_KINDS: test_other_mask_dtypes (bfloat16, float16, uint8,
+  int32; both aggregations; token counts 257, 557 and 2049, which bfloat16 / float16 cannot hold).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from judge import cases as jc
-from judge.testing import Feedback, batch, check_tensor, describe, expect_raises, leaf, visible
+from judge.testing import Feedback, assert_close, batch, check_tensor, describe, expect_raises, leaf, visible
 
 F32, F64 = torch.float32, torch.float64
 
@@ -168,3 +170,38 @@ def test_empty_mask_gives_graph_connected_zero(sub):
             raise Feedback(f"{what}: backward() left logp.grad = None; the zero must depend on logp")
         if bool((lp.grad != 0).any()) or not bool(torch.isfinite(lp.grad).all()):
             raise Feedback(f"{what}: expected an all-zero gradient, got {describe(lp.grad)}")
+
+
+def _count_case(g, B, L, n_valid):
+    """float64 inputs of shape [B, L] whose row i has its first n_valid[i] tokens valid (ratios
+    near 1, both signs of advantage) and NaN padding."""
+    logp = -(0.05 + 2 * torch.rand(B, L, generator=g, dtype=F64))
+    old = logp - 0.1 * torch.randn(B, L, generator=g, dtype=F64)
+    adv = torch.linspace(1.0, -0.5, B, dtype=F64)
+    valid = torch.arange(L)[None, :] < torch.tensor(n_valid)[:, None]
+    return jc.pad(logp, valid, float("nan")), jc.pad(old, valid, float("nan")), adv, valid
+
+
+def test_other_mask_dtypes(sub, ref):
+    """"0/1 in any float or integer dtype": bfloat16, float16, uint8 and int32 masks
+    (judge.cases.OTHER_MASK_DTYPES) give the loss of the bool mask, in logp's dtype. The rows are
+    long enough that counting tokens in the mask's own dtype goes wrong: bfloat16 holds neither
+    a row of 257 nor a batch of 557, float16 not 2049 (judge.cases.UNHELD_COUNTS)."""
+    g = torch.Generator().manual_seed(2049)
+    small, large = _count_case(g, 2, 300, [257, 300]), _count_case(g, 3, 683, [683] * 3)
+    plan = [(small, [257, 300], torch.bfloat16, True), (small, [257, 300], torch.bfloat16, False),
+            (small, [257, 300], torch.uint8, False), (large, [683] * 3, torch.float16, True),
+            (large, [683] * 3, torch.int32, True)]
+    with batch(sub) as b:
+        queued = [(case, counts, dt, pt, b.grpo_loss(leaf(case[0]), *case[1:3], case[3].to(dt), per_token_loss=pt))
+                  for case, counts, dt, pt in plan]
+    distinct = {(id(case), pt): case for case, _, _, pt in plan}  # computed while the submission runs
+    want = {key: ref.grpo_loss(*case, per_token_loss=key[1]) for key, case in distinct.items()}
+    for case, counts, dt, per_token, pending in queued:
+        what = (f"grpo_loss with a {dt} 0/1 mask (float64 log-probs, per_token_loss={per_token}; "
+                f"{counts} valid tokens per response, {sum(counts)} in all"
+                + (f": counts {dt} cannot hold; count the tokens as integers or in logp's dtype)"
+                   if dt.is_floating_point else ")"))
+        loss = check_tensor(pending.value, what=what, shape=(), dtype=F64)
+        assert_close(loss, want[id(case), per_token], what=what,
+                     inputs={"mask dtype": str(dt), "valid tokens per response": counts})

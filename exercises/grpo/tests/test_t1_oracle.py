@@ -5,10 +5,14 @@ Which test covers which class (issue 17):
   batch of >= 16k tokens against the vectorised reference), every mask kind and fill, defaults
   omitted, widths 0 and >= 1, log-ratios +-25 (verl's clamp and dual clip differ there),
   overflowing ratios with A > 0 (gradient 0, not NaN), e^-110/e^-800 probabilities, empty rows,
-  float64 advantages with float32 logp.
+  float64 advantages with float32 logp and float32 advantages with float64 logp (the loss and
+  its precision stay logp's), and in every other call non-contiguous inputs
+  (column-major logp and mask, a sliced old_logp, a strided advantages: _cases.strided), which a
+  .view(-1) cannot flatten.
 - test_group_advantages_matches_oracle / test_grpo_loss_matches_oracle: the default eps and
   several others, both aggregations, asymmetric clips (the larger shapes of the sweeps; the
-  small ones are the visible tests', which also run in submit mode).
+  small ones are the visible tests', which also run in submit mode); every result's shape [N] and
+  dtype (that of rewards) is checked in every flag combination, normalize_std=False included.
 """
 
 from __future__ import annotations
@@ -33,9 +37,11 @@ def _check_advantages(sub, oracle, g, limit=None, start=0):
     # the expectations, computed while the submission runs
     expected = [oracle.group_advantages(rewards, G, **kwargs) for rewards, G, kwargs, _ in calls]
     for (rewards, G, kwargs, pending), exp in zip(calls, expected):
-        assert_close(pending.value, exp, what=f"group_advantages(rewards, group_size={G}"
-                     + "".join(f", {k}={v}" for k, v in kwargs.items()) + ")",
-                     inputs={"rewards": rewards, "group_size": G, **kwargs})
+        what = (f"group_advantages({str(rewards.dtype).replace('torch.', '')} rewards, group_size={G}"
+                + "".join(f", {k}={v}" for k, v in kwargs.items()) + ")")
+        # [N] in the dtype of rewards, in every branch (normalize_std=False too)
+        out = check_tensor(pending.value, what=what, shape=tuple(rewards.shape), dtype=rewards.dtype)
+        assert_close(out, exp, what=what, inputs={"rewards": rewards, "group_size": G, **kwargs})
 
 
 def _check_loss(sub, oracle, g, limit=None, start=0):
@@ -84,8 +90,9 @@ def test_grpo_loss_matches_oracle(sub, oracle, ctx):
 def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
     """Shapes drawn per seed (B = 1, L = 1, and one batch of >= 16k tokens compared with the
     vectorised reference), every mask kind, padding fill and value regime of
-    ``_cases.regime_loss_case``, and float64 advantages with float32 logp (the loss stays in
-    logp's dtype)."""
+    ``_cases.regime_loss_case``, float64 advantages with float32 logp (the loss stays in
+    logp's dtype), and non-contiguous views of the same values in every other call
+    (``_cases.strided``)."""
     g = ctx.generator(105)
     flip = ctx.seed % 2
     with batch(sub) as b:
@@ -93,6 +100,8 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
         for k, (B, L) in enumerate(jc.shapes(g, n_drawn=5, max_side=9)):
             dtype = (torch.float32, torch.float64)[(k + flip) % 2]
             logp, old, adv, mask, kwargs = cases.regime_loss_case(g, B, L, dtype, k)
+            if k % 2 == 1:
+                logp, old, adv, mask = cases.strided(logp, old, adv, mask)
             lp = leaf(logp)
             calls.append((logp, old, adv, mask, kwargs, lp, b.grpo_loss(lp, old, adv, mask, **kwargs)))
     checked = []   # every loss first, then one backward for all of them
@@ -107,7 +116,8 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
             exp = oracle.grpo_loss(logp, old, adv, mask, **kwargs)
             exp_grad = oracle.grpo_loss_grad(logp, old, adv, mask, **kwargs)
         what = (f"grpo_loss(B={B}, L={L}, {str(logp.dtype).replace('torch.', '')}, "
-                f"{str(mask.dtype).replace('torch.', '')} mask, advantages "
+                + ("" if lp.is_contiguous() else "non-contiguous inputs, ")
+                + f"{str(mask.dtype).replace('torch.', '')} mask, advantages "
                 f"{str(adv.dtype).replace('torch.', '')}"
                 + "".join(f", {k}={v}" for k, v in kwargs.items()) + ")")
         inputs = {"logp": logp, "old_logp": old, "advantages": adv, "mask": mask, **kwargs}

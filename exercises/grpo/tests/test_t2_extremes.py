@@ -14,7 +14,10 @@ Which test covers which class (issue 17):
 - test_ratio_exactly_on_a_bound: float32 ratios equal to float32(1.2) / float32(0.7) and float64
   ones equal to 0.8 / 1.3, each ON its bound (not clipped) when compared in the inputs' dtype;
   upcasting a float32 ratio to float64, or building float64 bounds as float32 tensors, puts them
-  outside and zeroes their gradient.
+  outside and zeroes their gradient. Each bound is hit by the lowest and the highest log-ratio
+  whose exp rounds to it (_cases.bound_edges: a clip decided on the log-ratio, logr >
+  log1p(clip_high), clips one of them), and once more with float32 log-probs and float64
+  advantages (computing in the promoted dtype compares a float32 ratio in float64).
 - test_rewards_with_a_large_offset_float32: rewards 3000 +- 1 in float32 (a one-pass variance
   E[x^2] - mean^2 loses every digit there), and N = 0.
 """
@@ -26,19 +29,22 @@ import math
 import torch
 
 from judge import cases as jc
-from judge.testing import Feedback, assert_close, batch, check_tensor, describe, leaf
+from judge.testing import Feedback, assert_close, batch, check_tensor, describe, leaf, sibling
+
+cases = sibling(__file__, "_cases")
 
 F32, F64 = torch.float32, torch.float64
 
 
-def _queue(b, log_ratios, A, dtype, old=0.0, **kwargs):
-    """One response per log-ratio, one valid token each (plus a NaN-padded slot), queued in ``b``."""
+def _queue(b, log_ratios, A, dtype, old=0.0, adv_dtype=None, **kwargs):
+    """One response per log-ratio, one valid token each (plus a NaN-padded slot), queued in ``b``;
+    the advantages in ``adv_dtype`` (default: ``dtype``)."""
     B = len(log_ratios)
     old_t = torch.full((B, 2), old, dtype=dtype)
     logp = old_t + torch.tensor([[x, 0.0] for x in log_ratios], dtype=dtype)
     mask = torch.tensor([[True, False]] * B)
     logp, old_t = jc.pad(logp, mask, math.nan), jc.pad(old_t, mask, math.nan)
-    adv = torch.tensor(A, dtype=dtype)
+    adv = torch.tensor(A, dtype=adv_dtype or dtype)
     lp = leaf(logp)
     inputs = {"logp": logp, "old_logp": old_t, "advantages": adv, "mask": mask, **kwargs}
     return lp, inputs, b.grpo_loss(lp, old_t, adv, mask, **kwargs)
@@ -145,23 +151,32 @@ def test_ratio_exactly_on_a_bound(sub):
     1.2 and float32(0.7) = 0.6999999881 below 0.7, so a comparison after upcasting the float32
     ratio to float64 clips them; float32 bounds (torch.tensor(1 - clip_low)) clip the float64
     ratios 0.8 and 1.3 (float32(0.8) > 0.8, float32(1.3) < 1.3)."""
-    # (dtype, clip_low, clip_high, [(bound value, A)])
-    table = [(F32, 0.3, 0.2, [(1.2, 1.0), (0.7, -1.0)]),
-             (F64, 0.2, 0.3, [(0.8, -1.0), (1.3, 2.0)])]
+    # (dtype, advantages' dtype, clip_low, clip_high, [(bound value, A)]); each bound is reached by
+    # exact_log's log-ratio and by the two edges of the set whose exp rounds to the bound (one
+    # row each, all in one call)
+    table = [(F32, F32, 0.3, 0.2, [(1.2, 1.0), (0.7, -1.0)]),
+             (F64, F64, 0.2, 0.3, [(0.8, -1.0), (1.3, 2.0)]),
+             (F32, F64, 0.3, 0.2, [(1.2, 1.0), (0.7, -1.0)])]
     with batch(sub) as b:
         queued = []
-        for dtype, cl, ch, rows in table:
-            lrs = [float(jc.exact_log(v, dtype)) for v, _ in rows]
-            queued.append((dtype, cl, ch, rows,
-                           _queue(b, lrs, [a for _, a in rows], dtype, clip_low=cl, clip_high=ch)))
-    for dtype, cl, ch, rows, (lp, inputs, pending) in queued:
+        for dtype, adt, cl, ch, rows in table:
+            lrs, A = [], []
+            for v, a in rows:
+                for x in [float(jc.exact_log(v, dtype))] + cases.bound_edges(v, dtype):
+                    lrs.append(x)
+                    A.append(a)
+            queued.append((dtype, adt, cl, ch, A,
+                           _queue(b, lrs, A, dtype, adv_dtype=adt, clip_low=cl, clip_high=ch)))
+    for dtype, adt, cl, ch, A, (lp, inputs, pending) in queued:
         r = torch.exp(inputs["logp"][:, 0]).to(F64).tolist()     # == dtype(bound), as set up
-        A = [a for _, a in rows]
         _check(lp, inputs, pending, [-ri * a for ri, a in zip(r, A)], [-a * ri for ri, a in zip(r, A)],
-               what=f"grpo_loss with ratios {[repr(x) for x in r]} ({dtype}), each equal to its bound "
+               what=f"grpo_loss with ratios {[repr(x) for x in r]} ({dtype}, advantages "
+                    f"{str(adt).replace('torch.', '')}; log-ratios {[repr(x) for x in inputs['logp'][:, 0].tolist()]}), "
+                    f"each equal to its bound "
                     f"(clip_low={cl}, clip_high={ch}) in {str(dtype).replace('torch.', '')}, A = {A}: compare "
                     f"the ratio with the bounds in the inputs' dtype (not after upcasting a float32 ratio "
-                    f"to float64, not with float32 bounds for float64 inputs); a ratio on its bound is "
+                    f"to float64 or into the advantages' dtype, not with float32 bounds for float64 inputs, "
+                    f"not the log-ratio with log(1 + clip_high)); a ratio on its bound is "
                     f"not clipped (both terms are equal, the gradient is -A r)")
 
 
