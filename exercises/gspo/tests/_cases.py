@@ -54,7 +54,7 @@ def regime_batch(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: int)
     width drawn per seed (0, >= 1 included: used as given); per-response mean log-ratios that are
     ordinary, +-12 (beyond verl's clamp at 10; with A < 0 the loss is -s A = |A| e^12) or, for
     A > 0 only, overflowing (clipped: gradient 0, never NaN); tiny log-probabilities (e^-110 /
-    e^-800); float64 advantages with float32 log-probs."""
+    e^-800); float64 advantages with float32 log-probs and float32 advantages with float64 ones."""
     from judge import cases as jc
 
     f64 = torch.float64
@@ -89,5 +89,47 @@ def regime_batch(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: int)
             near = (log_s - math.log(bound)).abs() < 1e-3
             logp = torch.where(near[:, None] & valid, logp + 0.01, logp)
     mask = jc.as_mask(valid, jc.MASK_KINDS[k % len(jc.MASK_KINDS)])
-    adv_dtype = f64 if dtype == torch.float32 and k % 3 != 2 else dtype
+    # mixed dtypes both ways: float64 advantages with float32 logp, float32 advantages with float64
+    # logp (computing in the advantages' dtype, or in float32 when either input is, loses float64)
+    if dtype == torch.float32:
+        adv_dtype = f64 if k % 3 != 2 else dtype
+    else:
+        adv_dtype = torch.float32 if k % 3 != 0 else dtype
     return logp.to(dtype), old.to(dtype), adv.to(adv_dtype), mask, kwargs
+
+
+def strided(logp, old, adv, mask):
+    """The same values as non-contiguous views: logp and mask column-major
+    (``x.t().contiguous().t()``, a dense layout that ``leaf``'s clone keeps), old_logp a column
+    slice of a wider tensor, advantages every other element of a longer one. Any [B, L] / [B]
+    tensor is a valid input; an implementation that flattens with ``.view(-1)`` raises on them."""
+    return (logp.t().contiguous().t(), torch.cat([old, old], dim=1)[:, :old.shape[1]],
+            torch.stack([adv, adv], dim=-1)[:, 0], mask.t().contiguous().t())
+
+
+def bound_edges(value: float, dtype: torch.dtype) -> list[float]:
+    """The lowest and highest log-ratio x in ``dtype`` whose exp is ``value`` rounded to ``dtype``
+    on each path torch's exp may take (a 0-d tensor, a vectorised run, float64 rounded back), so
+    that s sits exactly ON the bound whatever path a submission's exp takes. They lie on either
+    side of log(value): a clip decided on log s (log s > log1p(clip_eps)) clips one of them
+    although its s equals the bound."""
+    from judge import cases as jc
+
+    target = torch.tensor(value, dtype=dtype)
+
+    def on(x):
+        return (bool(torch.exp(x) == target) and bool((torch.exp(x.expand(64).contiguous()) == target).all())
+                and bool(torch.exp(x.double()).to(dtype) == target))
+
+    x0 = jc.exact_log(value, dtype)
+    assert on(x0), f"test construction: exp({float(x0)!r}) is not {value} on every path"
+    out = []
+    for direction in (-math.inf, math.inf):
+        y = x0
+        while True:
+            nxt = torch.nextafter(y, torch.tensor(direction, dtype=dtype))
+            if not on(nxt):
+                break
+            y = nxt
+        out.append(float(y))
+    return out

@@ -6,12 +6,14 @@ Which test covers which class (issue 17):
   [1, 1] advantage and per-token advantages).
 - empty masks: test_empty_responses (every mask kind, NaN/inf/1e30 padding under the empty mask,
   both dtypes, B = 0).
+- mask dtypes beyond judge.cases.MASK_KINDS: test_other_mask_dtypes (bfloat16, float16, uint8,
+  int32; rows of 257 and 2049 valid tokens, which bfloat16 / float16 cannot count).
 """
 
 import torch
 
 from judge import cases as jc
-from judge.testing import Feedback, batch, check_tensor, describe, expect_raises, leaf, visible
+from judge.testing import Feedback, assert_close, batch, check_tensor, describe, expect_raises, leaf, visible
 
 
 def _inputs(B, L, dtype, mask_dtype=torch.bool):
@@ -176,3 +178,42 @@ def test_empty_responses(sub):
         if x.grad is None or not bool((x.grad == 0).all()):
             raise Feedback(f"with an all-empty mask, logp's gradient must exist and be all zeros, got "
                            f"{describe(x.grad)}")
+
+
+def _count_case(g, B, L, n_valid):
+    """float64 inputs of shape [B, L] whose row i has its first n_valid[i] tokens valid (mean
+    log-ratios inside and outside the band, both signs of advantage) and NaN padding."""
+    F64 = torch.float64
+    logp = -(0.05 + 2 * torch.rand(B, L, generator=g, dtype=F64))
+    old = logp - torch.linspace(0.1, -0.3, B, dtype=F64)[:, None] - 0.1 * torch.randn(B, L, generator=g, dtype=F64)
+    adv = torch.linspace(1.0, -0.5, B, dtype=F64)
+    valid = torch.arange(L)[None, :] < torch.tensor(n_valid)[:, None]
+    return jc.pad(logp, valid, float("nan")), jc.pad(old, valid, float("nan")), adv, valid
+
+
+def test_other_mask_dtypes(sub, ref):
+    """"0/1 in any float or integer dtype": bfloat16, float16, uint8 and int32 masks
+    (judge.cases.OTHER_MASK_DTYPES) give the bool mask's s and loss, in logp's dtype. n_i is a
+    per-row count here, so the rows are long enough that counting them in the mask's own dtype
+    goes wrong: bfloat16 rounds 257 to 256, float16 rounds 2049 to 2048."""
+    g = torch.Generator().manual_seed(2049)
+    small, large = _count_case(g, 2, 300, [257, 300]), _count_case(g, 2, 2049, [2049, 683])
+    plan = [(small, [257, 300], torch.bfloat16), (large, [2049, 683], torch.float16),
+            (small, [257, 300], torch.uint8), (large, [2049, 683], torch.int32)]
+    with batch(sub) as b:
+        queued = [(case, counts, dt, b.sequence_ratio(case[0], case[1], case[3].to(dt)),
+                   b.gspo_loss(leaf(case[0]), case[1], case[2], case[3].to(dt)))
+                  for case, counts, dt in plan]
+    distinct = {id(case): case for case, _, _ in plan}  # computed while the submission runs
+    want = {key: (ref.sequence_ratio(case[0], case[1], case[3]), ref.gspo_loss(*case))
+            for key, case in distinct.items()}
+    for case, counts, dt, s, loss in queued:
+        what = (f"with a {dt} 0/1 mask (float64 log-probs; {counts} valid tokens per response"
+                + (f": counts {dt} cannot hold; count the tokens as integers or in logp's dtype)"
+                   if dt.is_floating_point else ")"))
+        shown = {"mask dtype": str(dt), "valid tokens per response": counts}
+        want_s, want_loss = want[id(case)]
+        s = check_tensor(s.value, what=f"sequence_ratio {what}", shape=(2,), dtype=torch.float64)
+        assert_close(s, want_s, what=f"sequence_ratio {what}", inputs=shown)
+        loss = check_tensor(loss.value, what=f"gspo_loss {what}", shape=(), dtype=torch.float64)
+        assert_close(loss, want_loss, what=f"gspo_loss {what}", inputs=shown)

@@ -9,7 +9,10 @@ Which test covers which class (issue 17):
   batch of >= 16k tokens, i.e. long responses, against the vectorised reference), every mask kind
   and fill, clip_eps omitted or drawn (0 and >= 1 used as given), mean log-ratios +-12 (verl's
   clamp at 10) and overflowing with A > 0 (gradient 0, not NaN), e^-110/e^-800 probabilities,
-  empty rows, float64 advantages with float32 logp.
+  empty rows, float64 advantages with float32 logp and float32 advantages with float64 logp (s
+  and the loss keep logp's dtype and precision), and in every other call non-contiguous inputs
+  (column-major logp and mask, a sliced old_logp, a strided advantages: _cases.strided), which a
+  .view(-1) cannot flatten.
 """
 
 import torch
@@ -79,7 +82,8 @@ def test_random_cases_match_oracle(sub, oracle, ctx):
 def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
     """Shapes drawn per seed (B = 1, L = 1, and one batch of >= 16k tokens, i.e. long responses,
     compared with the vectorised reference), every mask kind, fill, width and regime of
-    ``_cases.regime_batch``; s and the loss are in logp's dtype."""
+    ``_cases.regime_batch``, non-contiguous views of the same values in every other call
+    (``_cases.strided``); s and the loss are in logp's dtype."""
     g = ctx.generator(103)
     flip = ctx.seed % 2
     queued = []
@@ -87,6 +91,8 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
         for k, (B, L) in enumerate(jc.shapes(g, n_drawn=5, max_side=9)):
             dtype = (torch.float32, torch.float64)[(k + flip) % 2]
             logp, old, adv, mask, kw = cases.regime_batch(g, B, L, dtype, k)
+            if k % 2 == 1:
+                logp, old, adv, mask = cases.strided(logp, old, adv, mask)
             x = leaf(logp)
             queued.append((logp, old, adv, mask, kw, x, b.sequence_ratio(logp, old, mask),
                            b.gspo_loss(x, old, adv, mask, **kw)))
@@ -105,6 +111,7 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
             exp_loss = oracle.gspo_loss(logp, old, adv, mask, eps)
             exp_grad = oracle.gspo_loss_grad(logp, old, adv, mask, eps)
         desc = (f"[{B}, {L}] {dtype}, {mask.dtype} mask, advantages {adv.dtype}, "
+                + ("" if x.is_contiguous() else "non-contiguous inputs, ")
                 + (f"clip_eps={eps}" if kw else "default clip_eps (0.2)"))
         inputs = {"logp": logp, "old_logp": old, "advantages": adv, "mask": mask, **kw}
         s = check_tensor(s.value, what=f"sequence_ratio on {desc}", shape=(B,), dtype=dtype)

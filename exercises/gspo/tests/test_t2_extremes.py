@@ -14,7 +14,10 @@ Which test covers which class (issue 17):
 - test_sequence_ratio_exactly_on_a_bound: float32 s equal to float32(1.2), float32(0.8),
   float32(0.7), float32(1.3) and float64 s equal to 0.8 and 1.2, each ON its bound (not clipped)
   when compared in the inputs' dtype; upcasting a float32 s to float64, or float32 bounds for
-  float64 inputs, clips some of them.
+  float64 inputs, clips some of them. Each bound is also hit by the lowest and the highest
+  log-ratio whose exp rounds to it (_cases.bound_edges: a clip decided on log s, log s >
+  log1p(clip_eps), clips one of them), and the float32 rows once more with float64 advantages
+  (computing in the promoted dtype compares a float32 s in float64).
 """
 
 from __future__ import annotations
@@ -24,13 +27,16 @@ import math
 import torch
 
 from judge import cases as jc
-from judge.testing import Feedback, assert_close, batch, check_tensor, leaf
+from judge.testing import Feedback, assert_close, batch, check_tensor, leaf, sibling
+
+cases = sibling(__file__, "_cases")
 
 F32, F64 = torch.float32, torch.float64
 
 
-def _rows(b, rows, A, dtype, base=-1.0, **kwargs):
-    """One response per list of valid-token log-ratios (padded with NaN to the longest), old_logp = base."""
+def _rows(b, rows, A, dtype, base=-1.0, adv_dtype=None, **kwargs):
+    """One response per list of valid-token log-ratios (padded with NaN to the longest), old_logp = base;
+    the advantages in ``adv_dtype`` (default: ``dtype``)."""
     B, L = len(rows), max(len(r) for r in rows) + 1
     mask = torch.zeros(B, L, dtype=torch.bool)
     delta = torch.zeros(B, L, dtype=F64)
@@ -40,7 +46,7 @@ def _rows(b, rows, A, dtype, base=-1.0, **kwargs):
     old = torch.full((B, L), base, dtype=F64)
     logp = jc.pad((old + delta).to(dtype), mask, math.nan)
     old = jc.pad(old.to(dtype), mask, math.nan)
-    adv = torch.tensor(A, dtype=dtype)
+    adv = torch.tensor(A, dtype=adv_dtype or dtype)
     x = leaf(logp)
     inputs = {"logp": logp, "old_logp": old, "advantages": adv, "mask": mask, **kwargs}
     return x, inputs, b.sequence_ratio(logp, old, mask), b.gspo_loss(x, old, adv, mask, **kwargs)
@@ -135,16 +141,24 @@ def test_sequence_ratio_exactly_on_a_bound(sub):
     float32(1.2) = 1.2000000477 is above the float64 number 1.2 and float32(0.7) = 0.6999999881
     below 0.7, so comparing after upcasting a float32 s to float64 clips them; float32 bounds
     (torch.tensor(1 - eps)) clip the float64 s = 0.8 (float32(0.8) > 0.8) and s = 1.2."""
-    table = [(F32, 0.2, [(1.2, 1.0), (0.8, -0.5)]), (F32, 0.3, [(0.7, -1.0), (1.3, 1.0)]),
-             (F64, 0.2, [(0.8, -1.0), (1.2, 2.0)])]
+    # (dtype, advantages' dtype, clip_eps, [(bound value, A)]); each bound is reached by exact_log's
+    # log-ratio and by the two edges of the set whose exp rounds to it (one response each)
+    table = [(F32, F32, 0.2, [(1.2, 1.0), (0.8, -0.5)]), (F32, F32, 0.3, [(0.7, -1.0), (1.3, 1.0)]),
+             (F64, F64, 0.2, [(0.8, -1.0), (1.2, 2.0)]), (F32, F64, 0.2, [(1.2, 1.0), (0.8, -0.5)])]
     with batch(sub) as b:
         queued = []
-        for dtype, eps, pairs in table:
-            rows = [[float(jc.exact_log(v, dtype))] for v, _ in pairs]
-            queued.append((dtype, eps, pairs, _rows(b, rows, [a for _, a in pairs], dtype, base=0.0, clip_eps=eps)))
-    for dtype, eps, pairs, q in queued:
-        _check(*q, eps=eps, what=f"one-token responses with s = {[v for v, _ in pairs]} as {dtype} values (each "
+        for dtype, adt, eps, pairs in table:
+            rows, A = [], []
+            for v, a in pairs:
+                for x in [float(jc.exact_log(v, dtype))] + cases.bound_edges(v, dtype):
+                    rows.append([x])
+                    A.append(a)
+            queued.append((dtype, adt, eps, pairs, _rows(b, rows, A, dtype, base=0.0, adv_dtype=adt, clip_eps=eps)))
+    for dtype, adt, eps, pairs, q in queued:
+        _check(*q, eps=eps, what=f"one-token responses with s = {[v for v, _ in pairs]} as {dtype} values, advantages "
+                                 f"{adt} (log-ratios {q[1]['logp'][:, 0].tolist()}: each "
                                  f"equal to its bound for clip_eps={eps}) and A = {[a for _, a in pairs]}: compare s "
-                                 f"with the bounds in the inputs' dtype (not after upcasting a float32 s to float64, "
-                                 f"not with float32 bounds for float64 inputs); an s on its bound is not clipped "
+                                 f"with the bounds in the inputs' dtype (not after upcasting a float32 s to float64 or "
+                                 f"into the advantages' dtype, not with float32 bounds for float64 inputs, not log s "
+                                 f"with log(1 + clip_eps)); an s on its bound is not clipped "
                                  f"(gradient -A s / (B n))")
