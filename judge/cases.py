@@ -20,7 +20,8 @@ run is replayable from its seed.
 - ``TINY_LOGP``: log-probabilities whose ``exp`` underflows to 0 in each dtype (a quotient of
   probabilities is then 0/0).
 - ``OTHER_MASK_DTYPES``, ``UNHELD_COUNTS``: mask dtypes beyond ``MASK_KINDS`` and per-row
-  token counts whose total bfloat16 / float16 cannot hold (557, 2049).
+  token counts whose total bfloat16 / float16 cannot hold (557, 2049); ``count_case(g, counts)``
+  draws inputs with those rows.
 - ``scaled_tolerance(dtype, magnitude)``: (rtol, atol) for values computed from inputs of a
   given magnitude, loose enough for every standard stable formulation (see docs/authoring.md, "Tolerances").
 """
@@ -61,6 +62,21 @@ def as_mask(valid: torch.Tensor, kind: str) -> torch.Tensor:
     if kind == "bool":
         return valid.clone()
     return valid.to({"float32": F32, "float64": F64, "int64": torch.int64}[kind])
+
+
+def count_case(g: torch.Generator, counts) -> dict:
+    """float64 inputs for a mask-dtype test: one row per entry of ``counts`` (e.g. a row of
+    ``UNHELD_COUNTS``), that many valid tokens each, rows as long as the longest. Keys ``logp``,
+    ``old_logp`` and ``rollout_logp`` ([B, L] log-probs, the log-ratios between them small),
+    ``advantages`` ([B], from 1 down to -0.5) and ``valid`` ([B, L] bool); a test takes what its
+    functions need and encodes ``valid`` in the dtype it tries."""
+    B, L = len(counts), max(counts)
+    logp = -(0.05 + 2 * torch.rand(B, L, generator=g, dtype=F64))
+    old = logp - 0.15 * torch.randn(B, L, generator=g, dtype=F64)
+    rollout = old - 0.3 * torch.randn(B, L, generator=g, dtype=F64)
+    valid = torch.arange(L)[None, :] < torch.tensor(list(counts))[:, None]
+    return {"logp": logp, "old_logp": old, "rollout_logp": rollout,
+            "advantages": torch.linspace(1.0, -0.5, B, dtype=F64), "valid": valid}
 
 
 def strided(inputs: dict, *, major: tuple[str, ...] = ("logp",), column_major: bool = False) -> dict:

@@ -229,20 +229,15 @@ def test_empty_mask(sub):
 # tokens (bfloat16 rounds the batch's 557 to 556) with bfloat16 and int32 masks; large case
 # [3, 683], all 2049 valid (float16 rounds 2049 to 2048) with float16 and uint8 masks. Each
 # anchor/TIS configuration meets a 16-bit float mask.
-def _count_case(g, B, L, n_valid):
-    logp = -(0.05 + 2 * torch.rand(B, L, generator=g, dtype=torch.float64))
-    old = logp - 0.15 * torch.randn(B, L, generator=g, dtype=torch.float64)
-    rollout = old - 0.3 * torch.randn(B, L, generator=g, dtype=torch.float64)
-    adv = torch.linspace(1.0, -0.5, B, dtype=torch.float64)
-    valid = torch.arange(L)[None, :] < torch.tensor(n_valid)[:, None]
-    return logp, old, adv, valid, rollout
+def _rows(case: dict) -> tuple:
+    return tuple(case[k] for k in ("logp", "old_logp", "advantages", "valid", "rollout_logp"))
 
 
 def test_other_mask_dtypes(sub, ref):
     g = torch.Generator().manual_seed(2049)
     small_counts, large_counts = list(shared.UNHELD_COUNTS[torch.bfloat16]), list(shared.UNHELD_COUNTS[torch.float16])
-    small = _count_case(g, 2, max(small_counts), small_counts)
-    large = _count_case(g, 3, max(large_counts), large_counts)
+    small = _rows(shared.count_case(g, small_counts))
+    large = _rows(shared.count_case(g, large_counts))
     old_, roll_, tis_ = dict(anchor="old"), dict(anchor="rollout"), dict(anchor="old", tis_enabled=True)
     plan = [(small, small_counts, torch.bfloat16, old_), (small, small_counts, torch.int32, old_),
             (small, small_counts, torch.bfloat16, tis_), (large, large_counts, torch.float16, roll_),

@@ -189,20 +189,15 @@ def test_valid_edge_bounds_accepted(sub):
 # tokens (bfloat16 rounds 257 to 256, and the batch's 557 to 556) with bfloat16 masks under both
 # aggregations and an int32 one; large case [3, 683], all 2049 valid (float16 rounds 2049 to
 # 2048) with float16 and uint8 masks, token-mean.
-def _count_case(g, B, L, n_valid):
-    logp = -(0.05 + 2 * torch.rand(B, L, generator=g, dtype=F64))
-    old = logp - 0.15 * torch.randn(B, L, generator=g, dtype=F64)
-    rollout = old - 0.3 * torch.randn(B, L, generator=g, dtype=F64)
-    adv = torch.linspace(1.0, -0.5, B, dtype=F64)
-    valid = torch.arange(L)[None, :] < torch.tensor(n_valid)[:, None]
-    return logp, old, rollout, adv, valid
+def _rows(case: dict) -> tuple:
+    return tuple(case[k] for k in ("logp", "old_logp", "rollout_logp", "advantages", "valid"))
 
 
 def test_other_mask_dtypes(sub, ref):
     g = torch.Generator().manual_seed(2049)
     small_counts, large_counts = list(shared.UNHELD_COUNTS[torch.bfloat16]), list(shared.UNHELD_COUNTS[torch.float16])
-    small = _count_case(g, 2, max(small_counts), small_counts)
-    large = _count_case(g, 3, max(large_counts), large_counts)
+    small = _rows(shared.count_case(g, small_counts))
+    large = _rows(shared.count_case(g, large_counts))
     bf16, f16 = torch.bfloat16, torch.float16
     plan = [(small, small_counts, bf16, True), (small, small_counts, bf16, False),
             (small, small_counts, torch.int32, False), (large, large_counts, f16, True),

@@ -210,13 +210,8 @@ def test_valid_edge_bounds_accepted(sub):
 # (float16 rounds the total 2049 to 2048). A float dtype is graded under token-mean, and under
 # seq-mean-token-mean too where a row's own count is one it cannot hold (bfloat16); the integer
 # dtypes, which hold every count, alternate the aggregations.
-def _count_case(g, B, L, n_valid):
-    logp = -(0.05 + 2 * torch.rand(B, L, generator=g, dtype=F64))
-    old = logp - 0.15 * torch.randn(B, L, generator=g, dtype=F64)
-    rollout = old - 0.3 * torch.randn(B, L, generator=g, dtype=F64)
-    adv = torch.linspace(1.0, -0.5, B, dtype=F64)
-    valid = torch.arange(L)[None, :] < torch.tensor(n_valid)[:, None]
-    return logp, old, rollout, adv, valid
+def _rows(case: dict) -> tuple:
+    return tuple(case[k] for k in ("logp", "old_logp", "rollout_logp", "advantages", "valid"))
 
 
 def test_other_mask_dtypes(sub, ref):
@@ -228,7 +223,7 @@ def test_other_mask_dtypes(sub, ref):
         counts = list(jc.UNHELD_COUNTS.get(dt, shared))
         key = tuple(counts)
         if key not in made:
-            made[key] = _count_case(g, len(counts), max(counts), counts)
+            made[key] = _rows(jc.count_case(g, counts))
         if dt.is_floating_point:
             row_unheld = any(float(torch.tensor(float(c), dtype=dt)) != c for c in counts)
             aggregations = (True, False) if row_unheld else (True,)
