@@ -133,24 +133,30 @@ def exact_log(value: float, dtype: torch.dtype) -> torch.Tensor:
 
 
 def onto_bound(value: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """(smallest, largest) x in ``dtype`` with exp(x) == value in ``dtype``: every float between
-    them also lands on the bound. Where they differ from log(value), an implementation comparing
-    log-ratios with log-bounds decides differently from one comparing the ratio itself."""
-    x = exact_log(value, dtype)
+    """(smallest, largest) x in ``dtype`` with exp(x) == value in ``dtype`` on each path torch's
+    exp may take (a 0-d tensor, a vectorised run, float64 rounded back), so the ratio sits
+    exactly on the bound whatever path an implementation's exp takes; every float between them
+    lands on it too. Where they differ from log(value), an implementation comparing log-ratios
+    with log-bounds decides differently from one comparing the ratio itself."""
     target = torch.tensor(value, dtype=dtype)
-    lo = hi = x
-    for step, direction in ((-1, -INF), (1, INF)):
+
+    def on(y: torch.Tensor) -> bool:
+        return (bool(torch.exp(y) == target) and bool((torch.exp(y.expand(64).contiguous()) == target).all())
+                and bool(torch.exp(y.double()).to(dtype) == target))
+
+    x = exact_log(value, dtype)
+    if not on(x):
+        raise ValueError(f"test construction: exp({float(x)!r}) is not {value} on every path in {dtype}")
+    ends = []
+    for direction in (-INF, INF):
         y = x
         while True:
             nxt = torch.nextafter(y, torch.tensor(direction, dtype=dtype))
-            if torch.exp(nxt) != target:
+            if not on(nxt):
                 break
             y = nxt
-        if step < 0:
-            lo = y
-        else:
-            hi = y
-    return lo, hi
+        ends.append(y)
+    return ends[0], ends[1]
 
 
 def machine_eps(dtype: torch.dtype) -> float:

@@ -7,7 +7,7 @@ Which test covers which class (issue 17):
   overflowing ratios with A > 0 (gradient 0, not NaN), e^-110/e^-800 probabilities, empty rows,
   float64 advantages with float32 logp and float32 advantages with float64 logp (the loss and
   its precision stay logp's), and in every other call non-contiguous inputs
-  (column-major logp and mask, a sliced old_logp, a strided advantages: _cases.strided), which a
+  (column-major logp and mask, a sliced old_logp, a strided advantages: judge.cases.strided), which a
   .view(-1) cannot flatten.
 - test_group_advantages_matches_oracle / test_grpo_loss_matches_oracle: the default eps and
   several others, both aggregations, asymmetric clips (the larger shapes of the sweeps; the
@@ -92,7 +92,7 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
     vectorised reference), every mask kind, padding fill and value regime of
     ``_cases.regime_loss_case``, float64 advantages with float32 logp (the loss stays in
     logp's dtype), and non-contiguous views of the same values in every other call
-    (``_cases.strided``)."""
+    (``judge.cases.strided``)."""
     g = ctx.generator(105)
     flip = ctx.seed % 2
     with batch(sub) as b:
@@ -101,7 +101,8 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
             dtype = (torch.float32, torch.float64)[(k + flip) % 2]
             logp, old, adv, mask, kwargs = cases.regime_loss_case(g, B, L, dtype, k)
             if k % 2 == 1:
-                logp, old, adv, mask = cases.strided(logp, old, adv, mask)
+                v = jc.strided(dict(logp=logp, old=old, adv=adv, mask=mask), major=("logp", "mask"))
+                logp, old, adv, mask = v["logp"], v["old"], v["adv"], v["mask"]
             lp = leaf(logp)
             calls.append((logp, old, adv, mask, kwargs, lp, b.grpo_loss(lp, old, adv, mask, **kwargs)))
     checked = []   # every loss first, then one backward for all of them

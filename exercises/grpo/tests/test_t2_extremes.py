@@ -15,7 +15,7 @@ Which test covers which class (issue 17):
   ones equal to 0.8 / 1.3, each ON its bound (not clipped) when compared in the inputs' dtype;
   upcasting a float32 ratio to float64, or building float64 bounds as float32 tensors, puts them
   outside and zeroes their gradient. Each bound is hit by the lowest and the highest log-ratio
-  whose exp rounds to it (_cases.bound_edges: a clip decided on the log-ratio, logr >
+  whose exp rounds to it (judge.cases.onto_bound: a clip decided on the log-ratio, logr >
   log1p(clip_high), clips one of them), and once more with float32 log-probs and float64
   advantages (computing in the promoted dtype compares a float32 ratio in float64).
 - test_rewards_with_a_large_offset_float32: rewards 3000 +- 1 in float32 (a one-pass variance
@@ -162,7 +162,7 @@ def test_ratio_exactly_on_a_bound(sub):
         for dtype, adt, cl, ch, rows in table:
             lrs, A = [], []
             for v, a in rows:
-                for x in [float(jc.exact_log(v, dtype))] + cases.bound_edges(v, dtype):
+                for x in [float(jc.exact_log(v, dtype))] + [float(y) for y in jc.onto_bound(v, dtype)]:
                     lrs.append(x)
                     A.append(a)
             queued.append((dtype, adt, cl, ch, A,

@@ -11,7 +11,7 @@ Which test covers which class (issue 17):
   clamp at 10) and overflowing with A > 0 (gradient 0, not NaN), e^-110/e^-800 probabilities,
   empty rows, float64 advantages with float32 logp and float32 advantages with float64 logp (s
   and the loss keep logp's dtype and precision), and in every other call non-contiguous inputs
-  (column-major logp and mask, a sliced old_logp, a strided advantages: _cases.strided), which a
+  (column-major logp and mask, a sliced old_logp, a strided advantages: judge.cases.strided), which a
   .view(-1) cannot flatten.
 """
 
@@ -83,7 +83,7 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
     """Shapes drawn per seed (B = 1, L = 1, and one batch of >= 16k tokens, i.e. long responses,
     compared with the vectorised reference), every mask kind, fill, width and regime of
     ``_cases.regime_batch``, non-contiguous views of the same values in every other call
-    (``_cases.strided``); s and the loss are in logp's dtype."""
+    (``judge.cases.strided``); s and the loss are in logp's dtype."""
     g = ctx.generator(103)
     flip = ctx.seed % 2
     queued = []
@@ -92,7 +92,8 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
             dtype = (torch.float32, torch.float64)[(k + flip) % 2]
             logp, old, adv, mask, kw = cases.regime_batch(g, B, L, dtype, k)
             if k % 2 == 1:
-                logp, old, adv, mask = cases.strided(logp, old, adv, mask)
+                v = jc.strided(dict(logp=logp, old=old, adv=adv, mask=mask), major=("logp", "mask"))
+                logp, old, adv, mask = v["logp"], v["old"], v["adv"], v["mask"]
             x = leaf(logp)
             queued.append((logp, old, adv, mask, kw, x, b.sequence_ratio(logp, old, mask),
                            b.gspo_loss(x, old, adv, mask, **kw)))

@@ -15,7 +15,7 @@ Which test covers which class (issue 17):
   float32(0.7), float32(1.3) and float64 s equal to 0.8 and 1.2, each ON its bound (not clipped)
   when compared in the inputs' dtype; upcasting a float32 s to float64, or float32 bounds for
   float64 inputs, clips some of them. Each bound is also hit by the lowest and the highest
-  log-ratio whose exp rounds to it (_cases.bound_edges: a clip decided on log s, log s >
+  log-ratio whose exp rounds to it (judge.cases.onto_bound: a clip decided on log s, log s >
   log1p(clip_eps), clips one of them), and the float32 rows once more with float64 advantages
   (computing in the promoted dtype compares a float32 s in float64).
 """
@@ -150,7 +150,7 @@ def test_sequence_ratio_exactly_on_a_bound(sub):
         for dtype, adt, eps, pairs in table:
             rows, A = [], []
             for v, a in pairs:
-                for x in [float(jc.exact_log(v, dtype))] + cases.bound_edges(v, dtype):
+                for x in [float(jc.exact_log(v, dtype))] + [float(y) for y in jc.onto_bound(v, dtype)]:
                     rows.append([x])
                     A.append(a)
             queued.append((dtype, adt, eps, pairs, _rows(b, rows, A, dtype, base=0.0, adv_dtype=adt, clip_eps=eps)))
