@@ -356,6 +356,19 @@ class _LocalBatch:
         return None
 
 
+
+def check_count_loss(got: Any, want: torch.Tensor, *, fn: str, setting: str, mask_dtype: torch.dtype,
+                     counts: list[int]) -> None:
+    """A loss on float64 log-probs with a ``mask_dtype`` 0/1 mask of ``counts`` valid tokens per
+    response (``judge.cases.count_case``): a float64 scalar equal to ``want``, the reference's; a
+    16-bit float mask cannot hold such counts, which a count taken in the mask's dtype misses."""
+    what = (f"{fn}({setting}) with a {mask_dtype} 0/1 mask (float64 log-probs; {counts} valid tokens per "
+            f"response, {sum(counts)} in all"
+            + (f": counts {mask_dtype} cannot hold; count the tokens as integers or in logp's dtype)"
+               if mask_dtype.is_floating_point else ")"))
+    loss = check_tensor(got, what=what, shape=(), dtype=torch.float64)
+    assert_close(loss, want, what=what, inputs={"mask dtype": str(mask_dtype), "valid tokens per response": counts})
+
 # ``judge.proxy.prefetch_backward``, set when the proxy is imported (it imports this module, so
 # this module does not import it): one round trip for the backward passes of many calls
 _prefetch_backward: Callable[[list], None] | None = None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from judge import cases as jc
-from judge.testing import Feedback, assert_close, batch, check_tensor, describe, expect_raises, leaf, visible
+from judge.testing import Feedback, batch, check_count_loss, check_tensor, describe, expect_raises, leaf, visible
 
 F32, F64 = torch.float32, torch.float64
 
@@ -198,10 +198,5 @@ def test_other_mask_dtypes(sub, ref):
     distinct = {(id(case), pt): case for case, _, _, pt in plan}  # computed while the submission runs
     want = {key: ref.grpo_loss(*case, per_token_loss=key[1]) for key, case in distinct.items()}
     for case, counts, dt, per_token, pending in queued:
-        what = (f"grpo_loss with a {dt} 0/1 mask (float64 log-probs, per_token_loss={per_token}; "
-                f"{counts} valid tokens per response, {sum(counts)} in all"
-                + (f": counts {dt} cannot hold; count the tokens as integers or in logp's dtype)"
-                   if dt.is_floating_point else ")"))
-        loss = check_tensor(pending.value, what=what, shape=(), dtype=F64)
-        assert_close(loss, want[id(case), per_token], what=what,
-                     inputs={"mask dtype": str(dt), "valid tokens per response": counts})
+        check_count_loss(pending.value, want[id(case), per_token], fn="grpo_loss", setting=f"per_token_loss={per_token}",
+                         mask_dtype=dt, counts=counts)
