@@ -44,15 +44,17 @@ def labels(args: tuple | list, kwargs: dict, names: list[str]) -> list[str]:
     (positional arguments, then keyword arguments): ``logp``, ``pairs[1]``, ``argument 3``. A
     tensor passed again (the same object) crosses once, as ``sandbox.wire`` sends it: it keeps
     its first name."""
-    out: list[str] = []
-    seen: list[torch.Tensor] = []
+    return [label for _, label in _labelled(args, kwargs, names)]
+
+
+def _labelled(args: tuple | list, kwargs: dict, names: list[str]) -> list[tuple[torch.Tensor, str]]:
+    """(tensor, name) for each tensor of a call, in ``labels``' order."""
+    out: list[tuple[torch.Tensor, str]] = []
 
     def walk(v: Any, label: str) -> None:
-        if type(v) is torch.Tensor and any(v is t for t in seen):
-            return
         if isinstance(v, torch.Tensor):
-            seen.append(v)
-            out.append(label)
+            if not (type(v) is torch.Tensor and any(v is t for t, _ in out)):
+                out.append((v, label))
         elif type(v) is list or type(v) is tuple:  # exactly these, as the wire sends them
             for j, x in enumerate(v):
                 walk(x, f"{label}[{j}]")
@@ -191,7 +193,7 @@ def _copied(v: Any, kept: list) -> Any:
 def _problems(kept: list, args: tuple, kwargs: dict, names: list[str]) -> list[tuple[str, str]]:
     """What the call did to each copy it changed, by the input's name (found only now: the
     names cost more than the copies)."""
-    named = {id(t): label for t, label in zip(_tensors((args, kwargs)), labels(args, kwargs, names))}
+    named = {id(t): label for t, label in _labelled(args, kwargs, names)}
     problems = []
     for c, original, version, rg in kept:
         label = named.get(id(original), "an input")
@@ -200,22 +202,3 @@ def _problems(kept: list, args: tuple, kwargs: dict, names: list[str]) -> list[t
         if c._version != version or c.shape != original.shape:
             problems.append((label, changes(original, c)))
     return problems
-
-
-def _tensors(v: Any) -> list[torch.Tensor]:
-    """The tensors of (args, kwargs) in ``labels``' order (a tensor passed again: once)."""
-    out: list[torch.Tensor] = []
-    for t in _all_tensors(v):
-        if not (type(t) is torch.Tensor and any(t is s for s in out)):
-            out.append(t)
-    return out
-
-
-def _all_tensors(v: Any) -> list[torch.Tensor]:
-    if isinstance(v, torch.Tensor):
-        return [v]
-    if type(v) is list or type(v) is tuple:
-        return [t for x in v for t in _all_tensors(x)]
-    if type(v) is dict:
-        return [t for x in v.values() for t in _all_tensors(x)]
-    return []
