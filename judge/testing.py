@@ -356,7 +356,6 @@ class _LocalBatch:
         return None
 
 
-
 def check_count_loss(got: Any, want: torch.Tensor, *, fn: str, setting: str, mask_dtype: torch.dtype,
                      counts: list[int]) -> None:
     """A loss on float64 log-probs with a ``mask_dtype`` 0/1 mask of ``counts`` valid tokens per
@@ -368,6 +367,7 @@ def check_count_loss(got: Any, want: torch.Tensor, *, fn: str, setting: str, mas
                if mask_dtype.is_floating_point else ")"))
     loss = check_tensor(got, what=what, shape=(), dtype=torch.float64)
     assert_close(loss, want, what=what, inputs={"mask dtype": str(mask_dtype), "valid tokens per response": counts})
+
 
 # ``judge.proxy.prefetch_backward``, set when the proxy is imported (it imports this module, so
 # this module does not import it): one round trip for the backward passes of many calls

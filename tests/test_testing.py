@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from judge.testing import SMALL_CHECK, Feedback, all_close, assert_close, check_tensor, expect_raises, tolerance
+from judge.testing import (SMALL_CHECK, Feedback, all_close, assert_close, check_count_loss, check_tensor,
+                           expect_raises, tolerance)
 
 F64 = torch.float64
 
@@ -187,3 +188,18 @@ def test_assert_exactly_zero_refuses_any_nonzero_or_nan_and_names_what():
         with pytest.raises(Feedback, match=r"^gradient at padding must be exactly 0, got "):
             assert_exactly_zero(bad, what="gradient at padding")
 
+
+
+def test_check_count_loss_wants_the_references_float64_scalar_and_names_the_count():
+    want = torch.tensor(0.25, dtype=torch.float64)
+    kw = dict(fn="f", setting="per_token_loss=True", counts=[257, 300])
+    check_count_loss(want.clone(), want, mask_dtype=torch.bfloat16, **kw)  # the same value: passes
+    with pytest.raises(Feedback, match=r"f\(per_token_loss=True\) with a torch.bfloat16 0/1 mask .*"
+                                       r"\[257, 300\] valid tokens per response, 557 in all: counts "
+                                       r"torch.bfloat16 cannot hold"):
+        check_count_loss(want * 557 / 556, want, mask_dtype=torch.bfloat16, **kw)  # counted as 556
+    with pytest.raises(Feedback, match="torch.float32"):
+        check_count_loss(want.float(), want, mask_dtype=torch.int32, **kw)  # the mask's dtype leaked in
+    with pytest.raises(Feedback) as e:
+        check_count_loss(want + 1, want, mask_dtype=torch.uint8, **kw)
+    assert "cannot hold" not in str(e.value)  # an integer mask holds every count
