@@ -172,14 +172,11 @@ def test_empty_mask_gives_graph_connected_zero(sub):
             raise Feedback(f"{what}: expected an all-zero gradient, got {describe(lp.grad)}")
 
 
-def _count_case(g, B, L, n_valid):
-    """float64 inputs of shape [B, L] whose row i has its first n_valid[i] tokens valid (ratios
-    near 1, both signs of advantage) and NaN padding."""
-    logp = -(0.05 + 2 * torch.rand(B, L, generator=g, dtype=F64))
-    old = logp - 0.1 * torch.randn(B, L, generator=g, dtype=F64)
-    adv = torch.linspace(1.0, -0.5, B, dtype=F64)
-    valid = torch.arange(L)[None, :] < torch.tensor(n_valid)[:, None]
-    return jc.pad(logp, valid, float("nan")), jc.pad(old, valid, float("nan")), adv, valid
+def _count_case(g, counts):
+    """judge.cases.count_case's logp, old_logp, advantages and valid mask, NaN in the padding."""
+    c = jc.count_case(g, counts)
+    return jc.pad(c["logp"], c["valid"], float("nan")), jc.pad(c["old_logp"], c["valid"], float("nan")), \
+        c["advantages"], c["valid"]
 
 
 def test_other_mask_dtypes(sub, ref):
@@ -188,7 +185,7 @@ def test_other_mask_dtypes(sub, ref):
     long enough that counting tokens in the mask's own dtype goes wrong: bfloat16 holds neither
     a row of 257 nor a batch of 557, float16 not 2049 (judge.cases.UNHELD_COUNTS)."""
     g = torch.Generator().manual_seed(2049)
-    small, large = _count_case(g, 2, 300, [257, 300]), _count_case(g, 3, 683, [683] * 3)
+    small, large = _count_case(g, [257, 300]), _count_case(g, [683] * 3)
     plan = [(small, [257, 300], torch.bfloat16, True), (small, [257, 300], torch.bfloat16, False),
             (small, [257, 300], torch.uint8, False), (large, [683] * 3, torch.float16, True),
             (large, [683] * 3, torch.int32, True)]

@@ -30,7 +30,7 @@ import math
 import torch
 
 from judge import cases as shared
-from judge.testing import Feedback, assert_close, batch, check_connected_zero, check_tensor, describe, expect_raises, leaf, sibling
+from judge.testing import Feedback, assert_close, batch, check_connected_zero, check_count_loss, check_tensor, describe, expect_raises, leaf, sibling
 
 cases = sibling(__file__, "_cases")
 F32, F64 = torch.float32, torch.float64
@@ -209,11 +209,8 @@ def test_other_mask_dtypes(sub, ref):
         queued = [(dt, b.sc_policy_loss(**{**t, "mask": valid.to(dt)}, **kw)) for dt in (torch.bfloat16, torch.float16)]
     want = ref.sc_policy_loss(**t, **kw)  # while the submission runs
     for dt, pending in queued:
-        what = (f"sc_policy_loss(mode={kw['mode']!r}) with a {dt} 0/1 mask (float64 log-probs; {counts} valid "
-                f"tokens per response, {sum(counts)} in all: {dt} cannot hold that count; count the tokens as "
-                f"integers or in logp's dtype)")
-        loss = check_tensor(pending.value, what=what, shape=(), dtype=F64)
-        assert_close(loss, want, what=what, inputs={"mask dtype": str(dt), "valid tokens per response": counts})
+        check_count_loss(pending.value, want, fn="sc_policy_loss", setting=f"mode={kw['mode']!r}", mask_dtype=dt,
+                         counts=counts)
 
 
 def test_empty_masks_with_nan_padding(sub):
