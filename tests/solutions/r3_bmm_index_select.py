@@ -4,28 +4,6 @@ import torch
 SF = ("softmax", "sigmoid")
 
 
-def check(router_logits, expert_idx, score_function):
-    if score_function not in SF:
-        raise ValueError("score_function")
-    if not isinstance(router_logits, torch.Tensor) or router_logits.dim() != 2:
-        raise ValueError("router_logits")
-    if not isinstance(expert_idx, torch.Tensor) or expert_idx.dim() != 2:
-        raise ValueError("expert_idx")
-    if expert_idx.dtype == torch.bool or expert_idx.is_floating_point() or expert_idx.is_complex():
-        raise ValueError("dtype")
-    n, e = router_logits.shape
-    if expert_idx.shape[0] != n:
-        raise ValueError("N")
-    k = expert_idx.shape[1]
-    if not 1 <= k <= e:
-        raise ValueError("k")
-    if expert_idx.numel() and (int(expert_idx.min()) < 0 or int(expert_idx.max()) >= e):
-        raise ValueError("range")
-    srt = expert_idx.sort(dim=-1).values
-    if bool((srt[:, 1:] == srt[:, :-1]).any()):
-        raise ValueError("dup")
-
-
 def check_fwd(x, router_logits, expert_weight):
     if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[0] != router_logits.shape[0]:
         raise ValueError("x")
@@ -34,28 +12,11 @@ def check_fwd(x, router_logits, expert_weight):
         raise ValueError("W")
 
 
-def gates(router_logits, expert_idx, score_function):
-    u = router_logits.gather(1, expert_idx.long())
-    if score_function == "softmax":
-        return torch.softmax(u, -1)
-    s = torch.sigmoid(u)
-    return s / s.sum(-1, keepdim=True)
-
-
 def replay_gates(router_logits, expert_idx, score_function="softmax"):
     check(router_logits, expert_idx, score_function)
     return gates(router_logits, expert_idx, score_function)
 
 
-def moe_replay_forward(x, router_logits, expert_idx, expert_weight, score_function="softmax"):
-    check(router_logits, expert_idx, score_function)
-    check_fwd(x, router_logits, expert_weight)
-    g = gates(router_logits, expert_idx, score_function)
-    w = expert_weight[expert_idx.long()]
-    out = torch.einsum("nd,nkdo->nko", x, w)
-    return torch.einsum("nk,nko->no", g, out)
-
-# ---- probe override ----
 # CORRECT: sorts the route for validation with unique_consecutive, uses index_select + bmm, and
 # a max-subtracted softmax written out by hand with a detached max.
 def check(router_logits, expert_idx, score_function):

@@ -34,28 +34,11 @@ def check_fwd(x, router_logits, expert_weight):
         raise ValueError("W")
 
 
-def gates(router_logits, expert_idx, score_function):
-    u = router_logits.gather(1, expert_idx.long())
-    if score_function == "softmax":
-        return torch.softmax(u, -1)
-    s = torch.sigmoid(u)
-    return s / s.sum(-1, keepdim=True)
-
-
 def replay_gates(router_logits, expert_idx, score_function="softmax"):
     check(router_logits, expert_idx, score_function)
     return gates(router_logits, expert_idx, score_function)
 
 
-def moe_replay_forward(x, router_logits, expert_idx, expert_weight, score_function="softmax"):
-    check(router_logits, expert_idx, score_function)
-    check_fwd(x, router_logits, expert_weight)
-    g = gates(router_logits, expert_idx, score_function)
-    w = expert_weight[expert_idx.long()]
-    out = torch.einsum("nd,nkdo->nko", x, w)
-    return torch.einsum("nk,nko->no", g, out)
-
-# ---- probe override ----
 # CORRECT: computes every expert's output densely and gathers the selected ones; gates via
 # logsigmoid + logsumexp (sigmoid) and log_softmax of the selected logits, exp at the end.
 def gates(router_logits, expert_idx, score_function):

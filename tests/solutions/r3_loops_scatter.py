@@ -42,20 +42,6 @@ def gates(router_logits, expert_idx, score_function):
     return s / s.sum(-1, keepdim=True)
 
 
-def replay_gates(router_logits, expert_idx, score_function="softmax"):
-    check(router_logits, expert_idx, score_function)
-    return gates(router_logits, expert_idx, score_function)
-
-
-def moe_replay_forward(x, router_logits, expert_idx, expert_weight, score_function="softmax"):
-    check(router_logits, expert_idx, score_function)
-    check_fwd(x, router_logits, expert_weight)
-    g = gates(router_logits, expert_idx, score_function)
-    w = expert_weight[expert_idx.long()]
-    out = torch.einsum("nd,nkdo->nko", x, w)
-    return torch.einsum("nk,nko->no", g, out)
-
-# ---- probe override ----
 # CORRECT: per-token Python loop, gates scattered into a dense [N, E] matrix (in the input dtype),
 # float64 inside for float32 inputs, cast back.
 def replay_gates(router_logits, expert_idx, score_function="softmax"):

@@ -48,24 +48,6 @@ def sc_correction(train_head_logp, sampler_head_logp, mode="none", low=0.0, high
     return correction(train_head_logp, sampler_head_logp, mode, low, high, eps)
 
 
-def sc_policy_loss(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask,
-                   mode="none", low=0.0, high=2.0, eps=1e-6):
-    check_mode(mode, low, high)
-    check_loss(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask)
-    m = mask.bool()
-    m3 = m.unsqueeze(-1)
-    zero = torch.zeros((), dtype=logp.dtype)
-    lv = torch.where(m, logp, zero)
-    rv = torch.where(m, rollout_logp, zero)
-    th = torch.where(m3, train_head_logp, zero)
-    sh = torch.where(m3, sampler_head_logp, zero)
-    w = f((lv - rv).detach().exp(), mode, low, high)
-    c = correction(th, sh, mode, low, high, eps)
-    A = advantages.detach().to(logp.dtype).unsqueeze(-1)
-    per = -A * w * lv + A * c
-    return per.sum() / m.sum().clamp_min(1).to(logp.dtype)
-
-# ---- probe override ----
 # CORRECT: gathers valid tokens with boolean indexing (no padding ever touches arithmetic) and
 # scatters nothing back; empty mask -> graph-connected zero from logp.sum() of an empty selection.
 def sc_policy_loss(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask,

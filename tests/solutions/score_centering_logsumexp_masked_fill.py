@@ -22,15 +22,6 @@ def f(x, mode, low, high):
     return torch.where(keep, x, torch.zeros_like(x))
 
 
-def correction(th, sh, mode, low, high, eps):
-    lp, lq = th.detach(), sh.detach()
-    p, q = lp.exp(), lq.exp()
-    rho = (1 - q.sum(-1)).clamp_min(eps) / (1 - p.sum(-1)).clamp_min(eps)
-    alpha = rho * f(rho.reciprocal(), mode, low, high)
-    w = f((lp - lq).exp(), mode, low, high)
-    return ((q * w - alpha.unsqueeze(-1) * p) * th).sum(-1)
-
-
 def check_loss(logp, rollout_logp, th, sh, advantages, mask):
     if logp.dim() != 2 or rollout_logp.shape != logp.shape or mask.shape != logp.shape:
         raise ValueError("shape")
@@ -48,24 +39,6 @@ def sc_correction(train_head_logp, sampler_head_logp, mode="none", low=0.0, high
     return correction(train_head_logp, sampler_head_logp, mode, low, high, eps)
 
 
-def sc_policy_loss(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask,
-                   mode="none", low=0.0, high=2.0, eps=1e-6):
-    check_mode(mode, low, high)
-    check_loss(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask)
-    m = mask.bool()
-    m3 = m.unsqueeze(-1)
-    zero = torch.zeros((), dtype=logp.dtype)
-    lv = torch.where(m, logp, zero)
-    rv = torch.where(m, rollout_logp, zero)
-    th = torch.where(m3, train_head_logp, zero)
-    sh = torch.where(m3, sampler_head_logp, zero)
-    w = f((lv - rv).detach().exp(), mode, low, high)
-    c = correction(th, sh, mode, low, high, eps)
-    A = advantages.detach().to(logp.dtype).unsqueeze(-1)
-    per = -A * w * lv + A * c
-    return per.sum() / m.sum().clamp_min(1).to(logp.dtype)
-
-# ---- probe override ----
 # CORRECT: tail masses 1 - exp(logsumexp) (exact where the sum is), rho and 1/rho as two quotients, masked_fill padding, einsum, count via .item().
 def correction(th, sh, mode, low, high, eps):
     lp, lq = th.detach(), sh.detach()

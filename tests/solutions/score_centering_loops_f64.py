@@ -41,13 +41,6 @@ def check_loss(logp, rollout_logp, th, sh, advantages, mask):
         raise ValueError("heads")
 
 
-def sc_correction(train_head_logp, sampler_head_logp, mode="none", low=0.0, high=2.0, eps=1e-6):
-    check_mode(mode, low, high)
-    if train_head_logp.dim() < 1 or train_head_logp.shape != sampler_head_logp.shape:
-        raise ValueError("heads")
-    return correction(train_head_logp, sampler_head_logp, mode, low, high, eps)
-
-
 def sc_policy_loss(logp, rollout_logp, train_head_logp, sampler_head_logp, advantages, mask,
                    mode="none", low=0.0, high=2.0, eps=1e-6):
     check_mode(mode, low, high)
@@ -65,7 +58,6 @@ def sc_policy_loss(logp, rollout_logp, train_head_logp, sampler_head_logp, advan
     per = -A * w * lv + A * c
     return per.sum() / m.sum().clamp_min(1).to(logp.dtype)
 
-# ---- probe override ----
 # CORRECT: per-position Python loops over a flattened reshape, all detached arithmetic in float64,
 # result cast back to the input dtype.
 def sc_correction(train_head_logp, sampler_head_logp, mode="none", low=0.0, high=2.0, eps=1e-6):
