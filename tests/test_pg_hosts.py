@@ -122,6 +122,23 @@ def host_of(worker_name: str) -> str:
     return worker_name.rsplit(".", 1)[-1]  # "w<slot>.<generation>.<host pid>"
 
 
+def freeze_holding(store: Store, host: WorkerHost, timeout: float = 120) -> list[str]:
+    """Freeze ``host``'s group (SIGSTOP) while it holds a grading; the ids it holds, read after
+    the freeze: a grading it finished between a look and the signal is not counted as held."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert time.monotonic() < deadline, "the host never claimed a submission"
+        if not any(host_of(r["worker"]) == str(host.proc.pid) for r in store.running()):
+            time.sleep(0.02)
+            continue
+        os.killpg(host.proc.pid, signal.SIGSTOP)
+        time.sleep(0.3)  # whatever it sent before the signal has reached the database
+        held = [r["id"] for r in store.running() if host_of(r["worker"]) == str(host.proc.pid)]
+        if held:
+            return held
+        os.killpg(host.proc.pid, signal.SIGCONT)  # it finished in between: look again
+
+
 def test_two_worker_hosts_grade_each_submission_once(hosts):
     api, workers, store = hosts
     ids = submit_all(api, 16)
@@ -145,13 +162,7 @@ def test_two_worker_hosts_grade_each_submission_once(hosts):
 def test_a_killed_host_s_gradings_are_finished_by_the_other(hosts):
     api, (victim, survivor), store = hosts
     ids = submit_all(api, 10)
-    deadline = time.monotonic() + 120
-    while True:  # kill the victim while it holds a grading
-        held = [r["id"] for r in store.running() if host_of(r["worker"]) == str(victim.proc.pid)]
-        if held:
-            break
-        assert time.monotonic() < deadline, "the victim never claimed a submission"
-        time.sleep(0.05)
+    held = freeze_holding(store, victim)  # kill the victim while it holds a grading
     victim.kill()
     t_kill = time.monotonic()
     rows = wait_all(store, ids, timeout=300)
@@ -177,11 +188,7 @@ def test_a_host_cut_off_then_back_completes_nothing_twice(hosts):
     whatever the resumed host then reports is refused; every submission is completed once."""
     api, (cut, other), store = hosts
     ids = submit_all(api, 8)
-    deadline = time.monotonic() + 120
-    while not (held := [r["id"] for r in store.running() if host_of(r["worker"]) == str(cut.proc.pid)]):
-        assert time.monotonic() < deadline, "the host never claimed a submission"
-        time.sleep(0.05)
-    os.killpg(cut.proc.pid, signal.SIGSTOP)
+    held = freeze_holding(store, cut)
     try:
         deadline = time.monotonic() + STALL_S + 30
         while any(store.get(sid, None)["attempts"] < 2 for sid in held):  # taken back, claimed again
