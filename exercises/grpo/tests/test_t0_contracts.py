@@ -3,6 +3,8 @@
 Which test covers which class (issue 17):
 - validation: test_grpo_loss_rejects_bad_shapes (incl. B = 1 with a 0-d or [1, 1] advantage),
   test_group_advantages_rejects_bad_group_size, test_group_advantages_rejects_non_1d_rewards.
+- all-zero advantages (a shortcut returning a fresh, disconnected zero): test_grpo_loss_returns_scalar_in_input_dtype,
+  in both dtypes and both aggregations.
 - empty masks: test_empty_mask_gives_graph_connected_zero (both aggregations, every mask kind,
   NaN/inf/1e30 padding under the empty mask, B = 0).
 - N = 0 rewards: test_t2_extremes.test_rewards_with_a_large_offset_float32.
@@ -92,16 +94,28 @@ def test_grpo_loss_returns_scalar_in_input_dtype(sub):
         for dtype in (F64, F32):
             for per_token in (False, True):
                 logp, old, adv, mask = _loss_inputs(dtype)
+                if (dtype == F32) != per_token:   # all-zero advantages in each dtype and each
+                    adv = torch.zeros_like(adv)   # aggregation: the zero loss is still connected
                 lp = leaf(logp)
-                calls.append((dtype, per_token,
+                calls.append((dtype, per_token, lp,
                               b.grpo_loss(lp, old, adv, mask, per_token_loss=per_token)))
-    for dtype, per_token, pending in calls:
+    zeros = []   # (the zero-advantage losses: one backward for both)
+    for dtype, per_token, lp, pending in calls:
         out = pending.value
-        what = f"grpo_loss(B=2, L=3, {dtype}, per_token_loss={per_token})"
+        zero_adv = ", advantages all 0" if (dtype == F32) != per_token else ""
+        what = f"grpo_loss(B=2, L=3, {dtype}, per_token_loss={per_token}{zero_adv})"
         check_tensor(out, what=what, shape=(), dtype=dtype)
         if not out.requires_grad:
             raise Feedback(f"{what} returned a tensor with requires_grad=False: the loss must stay "
                            f"connected to logp's graph (no .detach(), no torch.no_grad, no .item())")
+        if zero_adv:
+            zeros.append((what, lp, out))
+    torch.autograd.backward([out for _, _, out in zeros])
+    for what, lp, _ in zeros:
+        if lp.grad is None or bool((lp.grad != 0).any()):
+            raise Feedback(f"{what}: expected a zero loss connected to logp (backward() gives an "
+                           f"all-zero logp.grad), got logp.grad = {describe(lp.grad)}: a fresh "
+                           f"torch.zeros(()) for zero advantages is not connected to logp's graph")
 
 
 @visible
