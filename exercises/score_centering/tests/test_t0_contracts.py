@@ -2,9 +2,11 @@
 
 Which test covers which class (issue 17; the regimes are in test_t2_regimes.py):
 - test_correction_shapes_and_dtypes / test_loss_is_a_differentiable_scalar: leading shapes
-  (), [3], [2, 4], both dtypes, every mode.
+  (), [3], [2, 1, 3] (a 4-D head: a sum over a hard-coded dim 2, or a squeeze() that drops the
+  size-1 dim, is wrong), both dtypes, every mode.
 - test_unknown_mode_raises / test_bad_bounds_raise / test_shape_mismatch_raises: every ValueError
-  rule in both functions, "tis" and "mis", NaN and inf bounds; the legal edges low = 0, low = high.
+  rule in both functions, "tis" and "mis", NaN and inf bounds; the legal edges low = 0, low = high;
+  mode=None is not "none" (a `mode or "none"` default is wrong).
   (The same rules with an all-empty mask, and B = 1 with a 0-d advantage: test_t2_regimes.)
 - test_empty_mask_is_a_graph_connected_zero: every mode (NaN/inf padding under an all-empty
   mask, every mask encoding and B = 0: test_t2_regimes).
@@ -31,7 +33,7 @@ def test_correction_shapes_and_dtypes(sub, ctx):
     g = ctx.generator(1)
     runs = []
     with batch(sub) as b:
-        for lead in [(), (3,), (2, 4)]:
+        for lead in [(), (3,), (2, 1, 3)]:
             for dtype in (torch.float32, torch.float64):
                 th, sh, *_ = cases.heads(g, lead, 6, 3)
                 th, sh = leaf(th.to(dtype)), sh.to(dtype)
@@ -70,7 +72,7 @@ def test_loss_is_a_differentiable_scalar(sub, ctx):
 @visible
 def test_unknown_mode_raises(sub, ctx):
     t = _loss_inputs(ctx, 3)
-    modes = ("icepop", "TIS", "")
+    modes = ("icepop", "TIS", "", None)
     with batch(sub) as b:
         runs = [(b.sc_correction(t["train_head_logp"], t["sampler_head_logp"], mode=mode),
                  b.sc_policy_loss(**t, mode=mode)) for mode in modes]
