@@ -17,7 +17,8 @@ Which test covers which class of mistake:
   every input (heads included), every mode; and B = 0 (each mode, each encoding, both dtypes): a
   graph-connected 0, zero gradients.
 - test_validation_with_empty_masks: mode, bounds and shape rules with an all-empty mask, and
-  B = 1 with a 0-d advantage.
+  B = 1 with a 0-d advantage; B = 0 with a 0-d advantage (an early return for the empty batch
+  before the shape checks accepted it).
 - test_policy_loss_defaults_omitted: mode, bounds and eps omitted where each default matters.
 - test_mode_none_ignores_bounds: with mode="none" invalid bounds neither raise nor matter.
 - test_large_batch_matches_reference: one batch with B * L >= 16384 (its sides, V and k drawn per
@@ -262,6 +263,8 @@ def test_validation_with_empty_masks(sub):
             calls.append((f"sc_policy_loss(mode={mode!r}) with B = 1 and a 0-d advantage (must be shape [1])",
                           b.sc_policy_loss(one, one, h1, h1.clone(), torch.tensor(1.0, dtype=F64),
                                            torch.ones(1, 3, dtype=torch.bool), mode=mode, low=low, high=high)))
+        calls.append(("sc_policy_loss with B = 0 (logp [0, 3]) and a 0-d advantage (must be shape [0])",
+                      b.sc_policy_loss(lp[:0], lp[:0], heads[:0], heads[:0], torch.tensor(1.0, dtype=F64), empty[:0])))
         calls.append(("sc_correction(mode='tis', low=2, high=1) on an empty leading shape",
                       b.sc_correction(heads[:0], heads[:0], mode="tis", low=2.0, high=1.0)))
     for what, pending in calls:
