@@ -3,7 +3,8 @@
 Which test covers which class (issue 17):
 - validation under every combination: test_shape_mismatches_raise_value_error (both functions,
   every bad shape; [1] advantages with B = 3, which broadcast; B = 1 with a 0-d or [1, 1]
-  advantage), test_non_2d_inputs_raise_value_error,
+  advantage; B = 0 with a 0-d advantage, which an early return for the empty batch skips),
+  test_non_2d_inputs_raise_value_error,
   test_bad_widths_raise_value_error (each bad width in both functions).
 - empty masks: test_empty_mask_gives_a_graph_connected_zero (every mask kind incl. float64 and
   int64, NaN/inf/1e30 padding under the empty mask, B = 0).
@@ -121,7 +122,10 @@ def test_shape_mismatches_raise_value_error(sub, ctx):
                       "offpolicy_loss with logp [1, 4] and a 0-d advantage (advantages must be [B] = [1])"))
         calls.append((b.offpolicy_loss(*one[:2], adv[:1, None], one[2]),
                       "offpolicy_loss with logp [1, 4] and advantages of shape [1, 1]"))
-        # an all-empty mask does not skip validation
+        # an all-empty mask does not skip validation, nor does an empty batch (B = 0: a 0-d
+        # advantage is not [B] = [0]; an early return for B = 0 before the check accepted it)
+        calls.append((b.offpolicy_loss(logp[:0], rollout[:0], adv[0], mask[:0]),
+                      "offpolicy_loss with an empty batch (logp [0, 4]) and a 0-d advantage (advantages must be [B] = [0])"))
         none = torch.zeros_like(mask)
         calls.append((b.offpolicy_loss(logp, rollout, adv[:, None], none),
                       "offpolicy_loss with an all-empty mask and advantages of shape [3, 1]"))
