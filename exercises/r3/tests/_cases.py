@@ -9,6 +9,11 @@ import torch
 
 DTYPES = (torch.float32, torch.float64)
 SCORE_FUNCTIONS = ("softmax", "sigmoid")
+# finite logits far beyond the 1000 the spec names, per dtype (u - max stays finite): a finite
+# masked_fill value (-1e4, -1e9, -1e30) for the unselected logits loses to these
+HUGE_LOGIT = {torch.float32: 1e32, torch.float64: 1e300}
+# a gap between two selected logits whose exp overflows in the dtype (88.7 / 709.8)
+GRAD_SPREAD = {torch.float32: 120.0, torch.float64: 800.0}
 
 # (N, E, k, D, D_out), smallest first; covers k = 1, k = E, N != E and D != D_out.
 T1_SIZES = [

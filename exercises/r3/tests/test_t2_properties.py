@@ -3,7 +3,10 @@ continuity across a top-k tie, extreme logits, and the k = 1 / k = E endpoints.
 
 Which test covers which class (more in test_t2_regimes.py):
 - hand-checked case, finite differences / closed-form router gradient, gradients reaching x and
-  only the selected experts: detachment mistakes (gates, outputs).
+  only the selected experts: detachment mistakes (gates, outputs). The last also compares the
+  router gradient with the closed form in both dtypes, on rows whose selected logits are 120
+  (float32) / 800 (float64) apart: a softmax written as 1 / sum_j exp(u_j - u_i) is finite
+  there but its backward is inf * 0 = NaN.
 - unselected logits do not matter, column order, replaying its own top-k is the standard MoE,
   continuity across a tie: recomputing top-k, sorting the pairing. (The first two compare the
   row blocks of one call: tokens are independent.)
@@ -115,10 +118,16 @@ def test_gradients_reach_x_and_only_selected_experts(sub, ctx):
         for dtype in cases.DTYPES:
             x, u, _, w = cases.make_case(g, n, e, k, d, d_out, dtype)
             idx = cases.distinct_idx(g, n, 4, k)  # experts 4 and 5 are never recorded
+            # rows 0 and 1: selected logits +-SPREAD apart, past exp's overflow in the dtype (a
+            # forward that is finite there, 1 / sum_j exp(u_j - u_i), can still have a NaN backward)
+            m = cases.GRAD_SPREAD[dtype] / 2
+            u[0, idx[0]] = torch.tensor([m, -m], dtype=dtype)
+            u[1, idx[1]] = torch.tensor([-m, m], dtype=dtype)
             probe = torch.randn(n, d_out, generator=g, dtype=torch.float64).to(dtype)
             for sf in cases.SCORE_FUNCTIONS:
-                xl, ul, wl = leaf(x), leaf(u), leaf(w)
-                runs.append((dtype, x, u, w, idx, probe, sf, xl, ul, wl,
+                us = u if sf == "softmax" else u.clamp(-30, 30)  # sigmoid gates: |u| <= 30 (spec)
+                xl, ul, wl = leaf(x), leaf(us), leaf(w)
+                runs.append((dtype, x, us, w, idx, probe, sf, xl, ul, wl,
                              b.moe_replay_forward(xl, ul, idx, wl, score_function=sf)))
     outs = [cases.on_graph(pending.value, f"moe_replay_forward({sf}, {dtype})")
             for dtype, x, u, w, idx, probe, sf, xl, ul, wl, pending in runs]
@@ -145,6 +154,12 @@ def test_gradients_reach_x_and_only_selected_experts(sub, ctx):
                      what=f"moe_replay_forward({sf}, {dtype}): gradient at the UNRECORDED experts' router logits "
                           f"(only the selected logits enter the gates)",
                      inputs={"router_logits.grad": ul.grad, "expert_idx": idx})
+        want_u = torch.zeros(n, e, dtype=torch.float64).scatter_(
+            1, idx, torch.einsum("nko,no->nk", cases.dy_du64(x, u, idx, w, sf), p))
+        assert_close(ul.grad, want_u, what=f"d(sum(y * probe))/d router_logits ({sf}, {dtype}; rows 0 and 1 have "
+                                           f"selected logits {cases.GRAD_SPREAD[dtype]:g} apart): g_j (E_j(x) - y)"
+                                           + (" (1 - sigmoid(u_j))" if sf == "sigmoid" else ""),
+                     inputs={"router_logits": u, "expert_idx": idx})
 
 
 def test_unselected_logits_do_not_matter(sub, ctx):

@@ -14,7 +14,10 @@ Which test covers which class of mistake:
   selected and unselected, softmax and sigmoid, compared with tolerances scaled to the logits'
   magnitude (every stable formulation passes: exp(u - max), exp(u - logsumexp(u)), softmax of
   logsigmoid); the magnitudes of a dtype are row blocks of one call, each block compared with
-  its own tolerance.
+  its own tolerance. One more block of finite logits far beyond (1e32 float32, 1e300 float64;
+  softmax, one row with every selected logit below -2.5e31 / -2.5e299) breaks a finite
+  masked_fill of the unselected logits (-1e4, -1e9, -1e30 win over the selected ones): its gates
+  are exactly one-hot, so it is compared at the default tolerance.
 - test_drawn_shapes_match_oracle / test_large_batch_matches_reference: (N, E, k, D, D_out) drawn
   per seed (k = 1, k >= 4, k = E) against the oracle (values; the gradients are checked at the
   fixed small sizes of test_t2_properties.py); one float64 batch of
@@ -119,7 +122,7 @@ def test_logit_regimes(sub, oracle, ctx):
     with batch(sub) as b:
         calls = []
         for dtype in cases.DTYPES:
-            mags = shared.EXTREME_LOG_RATIOS[dtype]
+            mags = shared.EXTREME_LOG_RATIOS[dtype] + (cases.HUGE_LOGIT[dtype],)
             x, _, idx, w = cases.make_case(g, n * len(mags), e, k, d, d_out, dtype)
             # logits spread over [-mag, mag]: some rows have a selected logit at +-mag next to
             # ordinary ones, some an unselected logit far above the selected ones
@@ -127,6 +130,10 @@ def test_logit_regimes(sub, oracle, ctx):
             for i, mag in enumerate(mags):
                 u[n * i, idx[n * i, 0]] = mag
                 u[n * i + 1, idx[n * i + 1, 1]] = -mag
+            # the huge block: one row whose selected logits are all below -mag / 4 (a finite
+            # masked_fill value of the unselected ones then wins the softmax)
+            hi = n * (len(mags) - 1) + 2
+            u[hi, idx[hi]] = (-mag * (0.25 + 0.75 * torch.rand(k, generator=g, dtype=F64))).to(dtype)
             for sf in cases.SCORE_FUNCTIONS:
                 us = u if sf == "softmax" else u.clamp(-30, 30)  # sigmoid gates: |u| <= 30 (spec)
                 calls.append((dtype, mags, sf, x, us, idx, w, b.replay_gates(us, idx, score_function=sf),
@@ -140,7 +147,11 @@ def test_logit_regimes(sub, oracle, ctx):
         for i in range(len(mags)):
             rows = slice(n * i, n * (i + 1))
             top = float(u[rows].abs().max())
-            rtol, atol = shared.scaled_tolerance(dtype, top)
+            # the huge block's softmax gates are exactly one-hot (every gap between selected
+            # logits is >= 1e25 there, so exp(u - max) and exp(u - logsumexp(u)) give exact 0 and
+            # 1): the default tolerance, not one scaled to 1e32
+            huge = sf == "softmax" and mags[i] == cases.HUGE_LOGIT[dtype]
+            rtol, atol = shared.scaled_tolerance(dtype, 1.0 if huge else top)
             what = f"(score_function={sf!r}, {dtype}) with logits up to |u| = {top:g} (rows {n * i}-{n * i + n - 1} of one call)"
             shown = {"router_logits": u[rows], "expert_idx": idx[rows]}
             assert_close(got_gates[rows], want_gates[rows], what=f"replay_gates{what}", rtol=rtol, atol=atol,
