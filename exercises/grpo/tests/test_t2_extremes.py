@@ -4,8 +4,9 @@ given, and float32 rewards with a large offset.
 Which test covers which class (issue 17):
 - test_overflowing_ratio_gets_zero_gradient: a valid token whose ratio overflows (float32
   log-ratio 100, float64 800) with A > 0 picks the clipped term: gradient exactly 0, not NaN.
-- test_large_ratios_with_negative_advantages: ratios 4, 10 and e^25 with A < 0 are not clipped
-  (no verl dual clip at c = 3, no +-20 log-ratio clamp as in verl / SkyRL's safe_exp_delta).
+- test_large_ratios_with_negative_advantages: ratios 4, 10, e^25 and one just below exp's overflow
+  (e^80 float32, e^700 float64) with A < 0 are not clipped (no verl dual clip at c = 3, no +-20
+  log-ratio clamp as in verl / SkyRL's safe_exp_delta, nor any other "safe exp" clamp).
 - test_tiny_probabilities: log-probs of -110 (float32) / -800 (float64), whose exp is 0: the ratio
   comes from the log difference, never exp(a) / exp(b).
 - test_clip_widths_used_as_given: widths 0, 1 and 1.5 checked for values (no "clip_high or
@@ -88,16 +89,20 @@ def test_large_ratios_with_negative_advantages(sub):
     with batch(sub) as b:
         queued = []
         for dtype in (F32, F64):
-            ratios = [4.0, 10.0, math.exp(25.0)]
-            queued.append((dtype, ratios,
-                           _queue(b, [math.log(r) for r in ratios], [-1.0, -0.5, -2.0], dtype)))
-    for dtype, ratios, (lp, inputs, pending) in queued:
-        A = [-1.0, -0.5, -2.0]
+            # the last log-ratio is just below the dtype's exp overflow (88.7 / 709.8): a "safe
+            # exp" clamp anywhere below it (at 50, 60, 80...) changes that token's loss
+            top = 80.0 if dtype == F32 else 700.0
+            log_ratios = [math.log(4.0), math.log(10.0), 25.0, top]
+            queued.append((dtype, top,
+                           _queue(b, log_ratios, [-1.0, -0.5, -2.0, -1.0], dtype)))
+    for dtype, top, (lp, inputs, pending) in queued:
+        A = [-1.0, -0.5, -2.0, -1.0]
         r = torch.exp(inputs["logp"][:, 0].to(F64)).tolist()   # the ratios as the dtype holds them
         _check(lp, inputs, pending, [-ri * a for ri, a in zip(r, A)], [-a * ri for ri, a in zip(r, A)],
-               what=f"grpo_loss with ratios [4, 10, e^25] and A = [-1, -0.5, -2] ({dtype}): for A < 0 the "
-                    f"min keeps r A however large r is (loss -r A, gradient -A r); no dual clip at 3 (verl's "
-                    f"clip_ratio_c) and no +-20 clamp of the log-ratio")
+               what=f"grpo_loss with ratios [4, 10, e^25, e^{top:g}] and A = [-1, -0.5, -2, -1] ({dtype}): for "
+                    f"A < 0 the min keeps r A however large r is (loss -r A, gradient -A r); no dual clip at 3 "
+                    f"(verl's clip_ratio_c) and no clamp of the log-ratio (verl's +-20, nor any other below "
+                    f"exp's overflow)")
 
 
 def test_tiny_probabilities(sub):
