@@ -54,7 +54,8 @@ def regime_batch(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: int)
     width drawn per seed (0, >= 1 included: used as given); per-response mean log-ratios that are
     ordinary, +-12 (beyond verl's clamp at 10; with A < 0 the loss is -s A = |A| e^12) or, for
     A > 0 only, overflowing (clipped: gradient 0, never NaN); tiny log-probabilities (e^-110 /
-    e^-800); float64 advantages with float32 log-probs and float32 advantages with float64 ones."""
+    e^-800); float64 advantages with float32 log-probs and float32 advantages with float64 ones;
+    one left-padded response (position 0 padding, a later token valid) whenever L >= 2."""
     from judge import cases as jc
 
     f64 = torch.float64
@@ -63,6 +64,11 @@ def regime_batch(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: int)
         valid[:, 0] = True
     if B >= 2 and k % 2 == 1:
         valid[int(torch.randint(0, B, (), generator=g))] = False
+    if B and L >= 2:
+        # the first non-empty response is left-padded: its position 0 is padding, its last token
+        # valid (an emptiness test that reads mask[:, 0], i.e. assumes right padding, drops it)
+        r = int(valid.any(-1).to(torch.int8).argmax())
+        valid[r, 0], valid[r, -1] = False, True
     adv = torch.randn(B, generator=g, dtype=f64)
     offset = (torch.rand(B, 1, generator=g, dtype=f64) * 2.0 - 1.0) * 0.5
     pick = torch.rand(B, 1, generator=g)

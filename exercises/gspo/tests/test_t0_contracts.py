@@ -4,6 +4,7 @@ what an all-empty mask gives.
 Which test covers which class (issue 17):
 - validation: test_shape_mismatches_raise_value_error (both functions, incl. B = 1 with a 0-d or
   [1, 1] advantage and per-token advantages).
+- all-zero advantages (a fresh, disconnected zero as a shortcut): test_outputs_stay_connected_to_logp.
 - empty masks: test_empty_responses (every mask kind, NaN/inf/1e30 padding under the empty mask,
   both dtypes, B = 0).
 - mask dtypes beyond judge.cases.MASK_KINDS: test_other_mask_dtypes (bfloat16, float16, uint8,
@@ -60,6 +61,10 @@ def test_outputs_stay_connected_to_logp(sub):
     with batch(sub) as b:
         s = b.sequence_ratio(leaf(logp), old, mask)
         loss = b.gspo_loss(leaf(logp), old, adv, mask)
+        # all-zero advantages (no learning signal): still a loss connected to logp, not a shortcut
+        # returning a fresh torch.zeros(()) (float32 here, float64 above)
+        lp0 = leaf(logp.float())
+        zero_adv = b.gspo_loss(lp0, old.float(), torch.zeros_like(adv, dtype=torch.float32), mask)
     s = s.value
     check_tensor(s, what="sequence_ratio", shape=(3,))
     if not s.requires_grad:
@@ -71,6 +76,14 @@ def test_outputs_stay_connected_to_logp(sub):
     if not loss.requires_grad:
         raise Feedback("gspo_loss returned a tensor without a graph (requires_grad=False) although logp requires "
                        "grad: do not detach s_i, do not call .item() or build a new tensor from the value")
+    what = "gspo_loss with advantages all 0 (float32)"
+    zero = check_tensor(zero_adv.value, what=what, shape=(), dtype=torch.float32)
+    if zero.requires_grad:
+        zero.backward()
+    if not zero.requires_grad or lp0.grad is None or bool((lp0.grad != 0).any()):
+        raise Feedback(f"{what}: expected a zero connected to logp's graph (requires_grad=True, backward() "
+                       f"gives an all-zero logp.grad), got {describe(zero)} with logp.grad = "
+                       f"{describe(lp0.grad)}: a fresh torch.zeros(()) for zero advantages has no graph")
 
 
 @visible
