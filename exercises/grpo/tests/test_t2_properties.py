@@ -38,11 +38,12 @@ def _close(out, expected, *, what, inputs, atol=1e-6, hints=()):
         raise
 
 
-def _adv(b, rewards, G, dtype=F64, **kwargs):
-    """Queue group_advantages(rewards, G) in the batch ``b``; ``_adv_result`` reads it."""
+def _adv(b, rewards, G, dtype=F64, *, positional=(), **kwargs):
+    """Queue group_advantages(rewards, G, *positional, **kwargs) in the batch ``b``; ``_adv_result``
+    reads it. ``positional``: (eps, normalize_std) passed by position, as the signature orders them."""
     r = torch.tensor(rewards, dtype=dtype)
-    inputs = {"rewards": r, "group_size": G, **kwargs}
-    return b.group_advantages(r, G, **kwargs), len(rewards), dtype, inputs
+    inputs = {"rewards": r, "group_size": G, **dict(zip(("eps", "normalize_std"), positional)), **kwargs}
+    return b.group_advantages(r, G, *positional, **kwargs), len(rewards), dtype, inputs
 
 
 def _adv_result(queued):
@@ -78,13 +79,16 @@ def test_reference_advantages_population_std(sub):
 def test_no_std_option(sub):
     with batch(sub) as b:
         q1 = _adv(b, [0.0, 1.0], 2, normalize_std=False)
-        q2 = _adv(b, [1.0, 0.0, 0.0, 0.0, 3.0, 1.0, 2.0, 2.0], 4, normalize_std=False, eps=0.1)
+        # by position, in the spec's order (rewards, group_size, eps, normalize_std): a signature
+        # with the two swapped would read normalize_std=0.1 (truthy) and eps=False
+        q2 = _adv(b, [1.0, 0.0, 0.0, 0.0, 3.0, 1.0, 2.0, 2.0], 4, positional=(0.1, False))
     out, inp = _adv_result(q1)
     _close(out, [-0.5, 0.5], what="group_advantages([0, 1], 2, normalize_std=False)", inputs=inp,
            atol=1e-12, hints=[([-0.999998, 0.999998], "normalize_std=False was ignored")])
     out, inp = _adv_result(q2)
     _close(out, [0.75, -0.25, -0.25, -0.25, 1.0, -1.0, 0.0, 0.0],
-           what="group_advantages(..., 4, normalize_std=False, eps=0.1)", inputs=inp, atol=1e-12)
+           what="group_advantages(rewards, 4, 0.1, False) (eps and normalize_std by position)",
+           inputs=inp, atol=1e-12)
 
 
 @visible
@@ -231,11 +235,15 @@ def test_asymmetric_clip(sub):
         queued = []
         for per_token in (True, False):
             lp = leaf(logp)
-            queued.append((per_token, lp, b.grpo_loss(lp, old, adv, mask, clip_low=0.1, clip_high=0.5,
-                                                      per_token_loss=per_token)))
+            # per_token_loss=True by position, in the spec's order (..., mask, clip_low, clip_high,
+            # per_token_loss): a signature with the widths swapped reads clip_low=0.5, clip_high=0.1
+            queued.append((per_token, lp, b.grpo_loss(lp, old, adv, mask, 0.1, 0.5, True) if per_token else
+                           b.grpo_loss(lp, old, adv, mask, clip_low=0.1, clip_high=0.5, per_token_loss=False)))
     for per_token, lp, pending in queued:
         loss = pending.value
-        what = f"grpo_loss with ratios {ratios}, A {advs}, clip_low=0.1, clip_high=0.5"
+        what = (f"grpo_loss with ratios {ratios}, A {advs}, "
+                + ("0.1, 0.5, True by position (clip_low, clip_high, per_token_loss)" if per_token
+                   else "clip_low=0.1, clip_high=0.5"))
         _close(loss, sum(exp_tok) / B, what=what, inputs=inp, atol=1e-9)
         loss.backward()
         _close(lp.grad, [[g / B] for g in exp_grad], what=f"d {what} / d logp", inputs=inp, atol=1e-9,
