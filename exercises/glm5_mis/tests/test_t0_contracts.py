@@ -7,7 +7,8 @@ Which test covers which class (issue 17):
   test_non_2d_inputs_raise_value_error,
   test_bad_widths_raise_value_error (each bad width in both functions).
 - empty masks: test_empty_mask_gives_a_graph_connected_zero (every mask kind incl. float64 and
-  int64, NaN/inf/1e30 padding under the empty mask, B = 0).
+  int64, NaN/inf/1e30 padding under the empty mask, B = 0; and a non-empty mask whose every
+  valid token is rejected, NaN padding: an "all rejected" shortcut must give the same zero).
 - mixed dtypes: test_mask_dtype_does_not_change_the_result_dtype (also bfloat16, float16, uint8
   and int32 masks on 2049 valid tokens, a count bfloat16/float16 cannot hold); float64 advantages with float32
   logp and int64 masks are in T1's seeded test.
@@ -214,13 +215,24 @@ def test_empty_mask_gives_a_graph_connected_zero(sub, ctx):
             cases.append((dtype, "B = 0 (no response at all)", lp,
                           b.offpolicy_loss(lp, empty, torch.zeros(0, dtype=dtype), torch.zeros(0, 3, dtype=torch.bool)),
                           b.masked_is_weights(empty, empty, torch.zeros(0, 3, dtype=torch.bool)), (0, 3)))
+        # a non-empty mask whose every valid token is rejected (log-ratios +-1: ratios e and 1/e,
+        # outside (0.8, 1.2)), NaN padding: the loss is the same connected zero; an "all rejected"
+        # shortcut returning (logp * 0).sum() is NaN here
+        lr = torch.tensor([[1.0, -1.0, 0.0], [-1.0, 0.0, 1.0]], dtype=torch.float64)
+        valid = lr != 0
+        logp = torch.where(valid, torch.full((2, 3), -0.5, dtype=torch.float64), math.nan)
+        lp = leaf(logp.to(torch.float32))
+        rollout = torch.where(valid, logp - lr, math.nan).to(torch.float32)
+        cases.append((torch.float32, "rejected", lp,
+                      b.offpolicy_loss(lp, rollout, torch.tensor([1.0, -2.0]), valid.to(torch.float32)), None, (2, 3)))
     for dtype, kind, lp, loss, w, shape in cases:
-        what = f"offpolicy_loss with an all-zero mask ({kind}, {dtype})"
+        what = (f"offpolicy_loss with an all-zero mask ({kind}, {dtype})" if kind != "rejected" else
+                f"offpolicy_loss with 4 valid tokens, every one rejected (log-ratios +-1), NaN padding ({dtype})")
         loss = loss.value
         check_tensor(loss, what=what, shape=(), dtype=dtype)
         if not bool(loss.detach() == 0):
-            raise Feedback(f"{what}: expected exactly 0 (no valid token; the denominator is "
-                           f"max(1, 0) = 1), got {describe(loss)}")
+            raise Feedback(f"{what}: expected exactly 0 (every weight is 0; the denominator is "
+                           f"max(1, N)), got {describe(loss)}")
         if not loss.requires_grad:
             raise Feedback(f"{what}: the zero must stay connected to logp's graph "
                            f"(requires_grad=True), got a detached tensor such as torch.tensor(0.)")
@@ -228,6 +240,8 @@ def test_empty_mask_gives_a_graph_connected_zero(sub, ctx):
         if lp.grad is None or bool((lp.grad != 0).any()):
             raise Feedback(f"{what}: after loss.backward() logp.grad should be all zeros, "
                            f"got {describe(lp.grad)}")
+        if w is None:
+            continue
         w = w.value
         check_tensor(w, what=f"masked_is_weights with an all-zero mask ({kind}, {dtype})", shape=shape, dtype=dtype)
         if bool((w != 0).any()) or not bool(torch.isfinite(w).all()):
