@@ -13,7 +13,9 @@ Which test covers which class (more in test_t2_regimes.py):
 - test_padding_is_neutralised: NaN / +-inf / 1e30 padding, holes in rows, both aggregations.
 - test_inputs_not_mutated: no in-place writes (the judge also checks every call).
 - test_extreme_ratios / test_tiny_probabilities: rho = inf / 0 (log-ratios +-1000 / +-200) and
-  e^-120 / e^-800 probabilities (PPO-ratio overflow and +-25..+-800: test_t2_regimes).
+  e^-120 / e^-800 probabilities; in-band ratios e^60 / e^100 under a huge finite band (1e30,
+  1e300): no +-20/+-50/+-88 clamp of the behaviour log-ratio (PPO-ratio overflow and
+  +-25..+-800: test_t2_regimes).
 """
 
 import math
@@ -375,16 +377,23 @@ def test_extreme_ratios(sub):
 def test_tiny_probabilities(sub):
     # A rare token: old = rollout = -120 (float32) or -800 (float64). exp(old) underflows to 0,
     # but rho = exp(old - rollout) = 1. Form the ratio from the log difference.
+    # The same call has a huge finite band (high = 1e30 / 1e300, legal: finite and > 0) and
+    # in-band ratios e^60 (and e^100 in float64), then one just above high: the ratio is exp of
+    # the log difference as it is, no library clamp of the log-ratio (+-20, +-50, +-88) first.
     with batch(sub) as b:
         calls = []
-        for dtype, lv in ((F32, -120.0), (F64, -800.0)):
-            old = torch.tensor([[lv, lv + math.log(1.5), lv + math.log(3.0)]], dtype=dtype)
-            rollout = torch.full((1, 3), lv, dtype=dtype)
-            mask = torch.ones(1, 3, dtype=torch.bool)
-            calls.append((dtype, lv, old, rollout, b.icepop_weights(old, rollout, mask)))
-    for dtype, lv, old, rollout, w in calls:
+        for dtype, lv, high, big in ((F32, -120.0, 1e30, (60.0, 70.0)),
+                                     (F64, -800.0, 1e300, (60.0, 100.0, 700.0))):
+            old = torch.tensor([[lv, lv + math.log(1.5), lv + math.log(3.0), *(lv + x for x in big)]],
+                               dtype=dtype)
+            rollout = torch.full_like(old, lv)
+            mask = torch.ones(old.shape, dtype=torch.bool)
+            calls.append((dtype, lv, high, old, rollout,
+                          b.icepop_weights(old, rollout, mask, low=0.5, high=high)))
+    for dtype, lv, high, old, rollout, w in calls:
         rho = torch.exp((old - rollout).to(F64))
-        assert_close(w.value, torch.where(rho <= 2.0, rho, torch.zeros_like(rho)),
-                     what=f"icepop_weights for log-probs near {lv} ({dtype}): rho = exp(old - "
-                     f"rollout), not exp(old) / exp(rollout)",
+        assert_close(w.value, torch.where(rho <= high, rho, torch.zeros_like(rho)),
+                     what=f"icepop_weights for log-probs near {lv} with band [0.5, {high:g}] "
+                     f"({dtype}): rho = exp(old - rollout), not exp(old) / exp(rollout), and no "
+                     f"clamp of the log-ratio",
                      inputs={"old_logp": old, "rollout_logp": rollout})
