@@ -2,8 +2,9 @@
 
 Which test covers which class (issue 17):
 - validation: test_shape_errors (incl. B = 1 with a 0-d or [1, 1] advantage, 1-D and 3-D inputs
-  to both functions), test_bound_validation
-  (each bad bound in both functions), test_valid_edge_bounds_accepted (low = high = 1, low = 0).
+  to both functions; an all-empty mask and an empty batch B = 0 do not skip it), test_bound_validation
+  (each bad bound in both functions, two of them on a B = 0 batch: a B = 0 shortcut before the
+  checks is shown wrong), test_valid_edge_bounds_accepted (low = high = 1, low = 0).
 - empty masks: test_empty_mask (every mask kind, NaN/inf/1e30 padding under the empty mask, both
   aggregations, B = 0).
 - mask dtypes beyond judge.cases.MASK_KINDS: test_other_mask_dtypes (judge.cases.OTHER_MASK_DTYPES:
@@ -163,6 +164,9 @@ def test_shape_errors(sub):
              "tis_weights with an all-empty [2, 2] mask and old_logp [2, 3]"),
             (b.tis_ppo_loss(logp, old, rollout, adv, torch.zeros_like(mask), tis_low=3.0, tis_high=2.0),
              "tis_ppo_loss with an all-empty mask and tis_low > tis_high"),
+            # nor does an empty batch (B = 0): advantages [0, 1] are not [B] = [0]
+            (b.tis_ppo_loss(logp[:0], old[:0], rollout[:0], adv[:0, None], mask[:0]),
+             "tis_ppo_loss with B = 0 and advantages of shape [0, 1]"),
         ]
     for pending, what in bad:
         expect_raises(ValueError, pending.get, what=what)
@@ -176,10 +180,17 @@ BAD_BOUNDS = [(-0.1, 2.0, "low < 0"), (2.5, 2.0, "low > high"), (0.0, math.inf, 
 @visible
 def test_bound_validation(sub):
     logp, old, rollout, adv, mask = _inputs()
+    # The "high < 0" and "low = nan" rows use an empty batch (B = 0, legal): a shortcut for B = 0
+    # must not skip validation either (the other rows keep the [2, 3] batch).
+    z0, a0, m0 = torch.zeros(0, 3, dtype=F64), torch.zeros(0, dtype=F64), torch.zeros(0, 3, dtype=torch.bool)
     with batch(sub) as b:
-        queued = [(low, high, why, b.tis_weights(old, rollout, mask, clip_low=low, clip_high=high),
-                   b.tis_ppo_loss(logp, old, rollout, adv, mask, tis_low=low, tis_high=high))
-                  for low, high, why in BAD_BOUNDS]
+        queued = []
+        for low, high, why in BAD_BOUNDS:
+            b0 = why in ("high < 0", "low = nan")
+            x, o, r, a, m = (z0, z0, z0, a0, m0) if b0 else (logp, old, rollout, adv, mask)
+            queued.append((low, high, why + (", B = 0" if b0 else ""),
+                           b.tis_weights(o, r, m, clip_low=low, clip_high=high),
+                           b.tis_ppo_loss(x, o, r, a, m, tis_low=low, tis_high=high)))
     for low, high, why, pending_w, pending_loss in queued:
         expect_raises(ValueError, pending_w.get,
                       what=f"tis_weights(clip_low={low}, clip_high={high}) ({why})")
