@@ -24,7 +24,10 @@ def log_ratios(g: torch.Generator, B: int, L: int) -> torch.Tensor:
 def random_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, fill: float,
                 mask_kind: str, empty_row: bool = False) -> dict:
     """A random batch: log-probs, advantages, a mask (``mask_kind``, one of judge.cases.MASK_KINDS)
-    with padding filled with ``fill``; ``empty_row``: the last row (when B > 1) has no valid token."""
+    with padding filled with ``fill``; ``empty_row``: the last row (when B > 1) has no valid token;
+    otherwise, when B >= 3, row 0 (which always has a valid token) has an advantage of exactly 0
+    (a GRPO group with equal rewards): its tokens still count in N, so a normaliser that skips
+    zero-advantage responses is off."""
     old = -3.0 * torch.rand(B, L, generator=g, dtype=torch.float64) - 0.05
     logp = old + log_ratios(g, B, L)
     rollout = old - log_ratios(g, B, L)
@@ -39,6 +42,8 @@ def random_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, fill: fl
     out = {}
     for name, x in (("logp", logp), ("old_logp", old), ("rollout_logp", rollout)):
         out[name] = torch.where(mask, x, torch.full_like(x, fill)).to(dtype)
+    if B >= 3 and not empty_row:
+        adv[0] = 0.0
     out["advantages"] = adv.to(dtype)
     out["mask"] = shared.as_mask(mask, mask_kind)
     return out

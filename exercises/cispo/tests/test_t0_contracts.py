@@ -5,7 +5,7 @@ Which test covers which class (issue 17; the regimes are in test_t2_regimes.py):
   logp's graph, every anchor/TIS configuration.
 - test_unknown_anchor_raises ... test_bad_eps_raise / test_valid_eps_edges_accepted: every
   ValueError rule, under both anchors; the legal edges eps_low = 0, eps_low > 1 and infinite
-  widths. (The same
+  widths, accepted and with the oracle's values. (The same
   rules with an all-empty mask, under every configuration, and B = 1 with a 0-d advantage:
   test_t2_regimes.test_validation_with_empty_masks.)
 - test_bad_shapes_raise: shape rules in both functions (1-D and 3-D loss inputs with advantages
@@ -119,10 +119,11 @@ def test_bad_eps_raise(sub):
         expect_raises(ValueError, p.get, what=what)
 
 
-def test_valid_eps_edges_accepted(sub):
+def test_valid_eps_edges_accepted(sub, oracle):
     """eps_low = 0 (lower bound 1), eps_low > 1 (no lower bound) and infinite widths (no bound
     on that side: only eps_low < 0 or eps_high <= 0 raise, so a finiteness check is a mistake)
-    are legal."""
+    are legal, and their values are the oracle's (the ratios 0.82 and 0.90 lie below 1 and
+    below 1 - eps_high = 0.9: a lower bound taken from anything but 1 - eps_low shows)."""
     logp, old, rollout, adv, mask = _batch()
     with batch(sub) as b:
         calls = []
@@ -141,6 +142,13 @@ def test_valid_eps_edges_accepted(sub):
             # the sandbox adds after "<name> raised T: ", the location and the trace block)
             raise Feedback(f"{what}(eps_low={eps_low}, eps_high={eps_high}): only eps_low < 0 or "
                            f"eps_high <= 0 are invalid, but it raised ValueError: {e}") from None
+    for eps_low, eps_high, what, p in calls:
+        if what == "cispo_weights":
+            want = oracle.cispo_weights(logp, old, mask, eps_low=eps_low, eps_high=eps_high)
+        else:
+            want = oracle.cispo_loss(logp, old, adv, mask, eps_low=eps_low, eps_high=eps_high)
+        assert_close(p.value, want, what=f"{what}(eps_low={eps_low}, eps_high={eps_high})",
+                     inputs={"logp": logp, "old_logp": old})
 
 
 def test_bad_shapes_raise(sub):

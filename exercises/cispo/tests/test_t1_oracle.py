@@ -3,7 +3,8 @@
 
 Cases run from small to large: the corners 1 x 1, 1 x L, B x 1, a square and sizes drawn per
 seed; float64 and float32 each, every band, padding filled with NaN / inf / -inf / 1e30, every
-mask encoding (bool, 0/1 float32 / float64 / int64), empty rows. The first failing case is
+mask encoding (bool, 0/1 float32 / float64 / int64), empty rows, and (B >= 3, no empty row) a
+response with an advantage of exactly 0 whose tokens still count in N. The first failing case is
 reported with its inputs.
 """
 
