@@ -125,16 +125,18 @@ def host_of(worker_name: str) -> str:
 def freeze_holding(store: Store, host: WorkerHost, timeout: float = 120) -> list[str]:
     """Freeze ``host``'s group (SIGSTOP) while it holds a grading; the ids it holds, read after
     the freeze: a grading it finished between a look and the signal is not counted as held."""
+    def holding() -> list[str]:
+        return [r["id"] for r in store.running() if host_of(r["worker"]) == str(host.proc.pid)]
+
     deadline = time.monotonic() + timeout
     while True:
         assert time.monotonic() < deadline, "the host never claimed a submission"
-        if not any(host_of(r["worker"]) == str(host.proc.pid) for r in store.running()):
+        if not holding():
             time.sleep(0.02)
             continue
         os.killpg(host.proc.pid, signal.SIGSTOP)
         time.sleep(0.3)  # whatever it sent before the signal has reached the database
-        held = [r["id"] for r in store.running() if host_of(r["worker"]) == str(host.proc.pid)]
-        if held:
+        if held := holding():
             return held
         os.killpg(host.proc.pid, signal.SIGCONT)  # it finished in between: look again
 
