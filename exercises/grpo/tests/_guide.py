@@ -2,7 +2,7 @@
 
 T3 checks the submission's bandit along the reference's: ``run(experiment, sub, out_dir,
 guide=trajectory(experiment, ref))`` makes the run's 180 calls as three (every group, every
-epoch at once), in one batch, and checks each step against the reference's next logits; a run
+epoch at once) or four (the first step whose advantages are all 0 also alone), in one batch, and checks each step against the reference's next logits; a run
 that strays is trained step by step (``experiment._train``), so the metrics are always those of
 the plain run. tests/test_experiments.py checks that they are.
 """
@@ -110,11 +110,30 @@ def train_guided(experiment, impl, seed: int, guide: torch.Tensor) -> list[dict]
                     torch.ones(K * n_pol * G, 1, dtype=torch.bool)]
             versions = [t._version for t in sent]
             pending = b.grpo_loss(leaf, *sent, clip_low=x.CLIP_LOW, clip_high=x.CLIP_HIGH)
+            # A step whose advantages are all 0 (every reward of both groups equal) is special
+            # case enough to be answered apart: the first such step also goes alone, as _train
+            # sends it, and its gradient must be the stacked call's for that step.
+            zero_steps = (adv_k == 0).all(dim=1).nonzero().flatten()
+            alone = None
+            if len(zero_steps):
+                kz = int(zero_steps[0])
+                leaf_z = logp_k[kz].unsqueeze(-1).clone().requires_grad_(True)        # [2G, 1]
+                alone = (kz, leaf_z, b.grpo_loss(leaf_z, old_k[kz].unsqueeze(-1), adv_k[kz].clone(),
+                                                 torch.ones(n_pol * G, 1, dtype=torch.bool),
+                                                 clip_low=x.CLIP_LOW, clip_high=x.CLIP_HIGH))
         loss = check_tensor(pending.value, what="grpo_loss", shape=())
         if any(t._version != v for t, v in zip(sent, versions)):   # it wrote into an input
             return None
         if not loss.requires_grad:                                 # _train's backward() would raise
             return None
+        if alone is not None:
+            kz, leaf_z, pending_z = alone
+            loss_z = check_tensor(pending_z.value, what="grpo_loss", shape=())
+            if not loss_z.requires_grad:                           # _train's backward() would raise
+                return None
+            loss_z.backward()
+            grad_z = (torch.zeros(n_pol * G, dtype=torch.float64) if leaf_z.grad is None
+                      else leaf_z.grad.detach().to(torch.float64).reshape(-1))
         loss.backward()
         if leaf.grad is None:
             grads = torch.zeros(K, n_pol * G, dtype=torch.float64)
@@ -124,6 +143,8 @@ def train_guided(experiment, impl, seed: int, guide: torch.Tensor) -> list[dict]
         # as experiment._logp_grad does
         grads = grads * (K * n_pol)                                # [K, 2G]
         if not bool(torch.isfinite(grads).all()):
+            return None
+        if alone is not None and not torch.allclose(grad_z * n_pol, grads[kz], rtol=0.0, atol=STEP_ATOL):
             return None
         # every step at once: theta_k - LR * grad(theta_k) lands on the guide's theta_{k+1}?
         landed = x._sgd_step(guide[:K], lsm_k, (torch.arange(K)[:, None], rows, arms_k), grads)
