@@ -400,6 +400,15 @@ def backward_all(pairs: Any) -> None:
     torch.autograd.backward([out for out, _ in pairs], [grad for _, grad in pairs])
 
 
+def backward_sums(outs: Any) -> None:
+    """``c.sum().backward()`` for every ``c`` of ``outs``, as one backward pass (``backward_all``
+    with all-ones gradients: one round trip for many vector outputs). An output that is not a
+    tensor on the graph is skipped: the leaves it should have reached keep ``grad`` None, for the
+    test to report (as feedback, where ``c.sum().backward()`` would raise)."""
+    backward_all([(c, torch.ones_like(c)) for c in outs
+                  if isinstance(c, torch.Tensor) and c.requires_grad])
+
+
 def backward_losses(losses: Any, whats: Any, *, reaches: str = "logp") -> None:
     """``backward()`` of many independent losses (each from its own call on its own leaves) in
     one pass of autograd's engine instead of one per loss: each leaf still gets exactly its own

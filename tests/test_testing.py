@@ -163,6 +163,19 @@ def test_backward_all_accumulates_as_backward_calls_one_after_the_other():
     backward_all([])  # nothing to do
 
 
+def test_backward_sums_is_each_sum_backward_and_skips_what_is_off_the_graph():
+    from judge.testing import backward_sums
+
+    x = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64, requires_grad=True)
+    y = torch.tensor([3.0, 1.0], dtype=torch.float64, requires_grad=True)
+    z = torch.tensor([2.0], requires_grad=True)
+    backward_sums([x.exp(), torch.outer(y, x), z.detach() * 2, 1.5, None])
+    assert torch.allclose(x.grad, x.detach().exp() + y.detach().sum(), rtol=1e-15, atol=0)
+    assert torch.equal(y.grad, x.detach().sum().expand(2))
+    assert z.grad is None  # a detached output: skipped, nothing raised
+    backward_sums([])
+
+
 def test_backward_losses_gives_each_leaf_its_own_gradient_and_names_a_loss_off_the_graph():
     from judge.testing import backward_losses
 

@@ -14,7 +14,7 @@ m A coef / N (train_head_logp). Padding holds NaN / inf / 1e30.
 import torch
 
 from judge import cases as shared
-from judge.testing import assert_close, batch, leaf, sibling, visible
+from judge.testing import assert_close, backward_all, batch, leaf, sibling, visible
 
 cases = sibling(__file__, "_cases")
 
@@ -41,6 +41,7 @@ def _check_correction(sub, oracle, ctx, salt, sizes):
             pending = b.sc_correction(x, sh, **kw)
             r = torch.randn(lead, generator=g, dtype=torch.float64).to(dtype)
             runs.append((dtype, th, sh, kw, x, r, pending))
+    checked = []  # every value first, then one backward pass for all (one round trip, not one per case)
     for dtype, th, sh, kw, x, r, pending in runs:
         mode, low, high = kw["mode"], kw["low"], kw["high"]
         out = pending.value
@@ -48,7 +49,10 @@ def _check_correction(sub, oracle, ctx, salt, sizes):
         want, coef = oracle.sc_correction_and_coefficients(th, sh, **kw)
         assert_close(out, want, what=f"sc_correction (mode={mode!r})", inputs=inputs,
                      **_f32_tol(dtype))
-        (out * r).sum().backward()
+        checked.append((out, dtype, x, r, inputs, mode, coef))
+    # d(sum r * c) = c.backward(r); an output off the graph leaves x.grad None, which fails below
+    backward_all([(out, r.to(out.dtype)) for out, _, _, r, *_ in checked if out.requires_grad])
+    for out, dtype, x, r, inputs, mode, coef in checked:
         expected = coef * r.to(torch.float64).unsqueeze(-1)
         assert_close(x.grad, expected,
                      what=f"d(sum r*c)/d train_head_logp (= r * sg(q w - alpha' p); mode={mode!r})",

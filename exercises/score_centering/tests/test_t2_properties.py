@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from judge.testing import (Feedback, all_close, assert_close, assert_no_grad, backward_all, batch, check_tensor,
+from judge.testing import (Feedback, all_close, assert_close, assert_no_grad, backward_sums, batch, check_tensor,
                            describe, leaf, sibling, tolerance, visible)
 
 cases = sibling(__file__, "_cases")
@@ -145,7 +145,7 @@ def test_tail_weight_alpha_prime(sub, ctx):
             th = leaf(th0)
             runs.append((th, b.sc_correction(th, sh, mode=mode, low=0.25, high=2.0)))
     values = [pending.value for _, pending in runs]
-    backward_all([(c, torch.ones(2, dtype=D)) for c in values])  # one round trip for the three [2] outputs
+    backward_sums(values)  # one round trip for the three [2] outputs
     for (mode, coef), (th, _), c in zip(expected.items(), runs, values):
         assert_close(th.grad, coef,
                      what=f"head coefficients q_v f(p_v/q_v) - alpha' p_v with alpha' = rho f(1/rho) (mode={mode!r}; "
@@ -198,9 +198,10 @@ def test_gradient_identity_full_vocabulary_centering(sub, ctx):
                                     log_q.gather(-1, ids).unsqueeze(1), A, torch.ones(n, 1, dtype=torch.bool),
                                     mode=mode, low=low, high=high)
             runs.append((mode, low, high, z0, log_q, ids, a, A, zc, correction, z, loss))
+    # every correction's sum().backward() in one pass (one round trip); row r's reaches z0[r] only
+    backward_sums([check_tensor(run[9].value, what=f"sc_correction on heads of shape ({n}, {k}) (mode={run[0]!r})",
+                                shape=(n,)) for run in runs])
     for mode, low, high, z0, log_q, ids, a, A, zc, correction, z, loss in runs:
-        check_tensor(correction.value, what=f"sc_correction on heads of shape ({n}, {k}) (mode={mode!r})",
-                     shape=(n,)).sum().backward()                   # row r's gradient reaches z0[r] only
         loss.value.backward()
         _no_grad_is_feedback(zc, f"sc_correction (mode={mode!r})")
         _no_grad_is_feedback(z, f"sc_policy_loss (mode={mode!r})")
@@ -282,12 +283,15 @@ def test_eps_floors_keep_extremes_finite(sub, oracle, ctx):
         loss_kw = dict(mode="tis", low=0.0, high=2.0, eps=1e-3)
         x, xh = leaf(loss_args[0]), leaf(loss_args[2])
         loss = b.sc_policy_loss(x, loss_args[1], xh, *loss_args[3:], **loss_kw)
-    for mode, low, high, eps, n, th, pending in runs:
+    passed_as = lambda eps: "eps omitted (default 1e-6)" if eps is None else f"eps={eps} passed"
+    values = [check_tensor(pending.value, what=f"sc_correction on heads of shape ({n}, 2) (mode={mode!r}, "
+                                               f"{passed_as(eps)})", shape=(n,))
+              for mode, low, high, eps, n, th, pending in runs]
+    # every c.sum().backward() in one pass (one round trip); row r's gradient reaches th[r] only
+    backward_sums(values)
+    for (mode, low, high, eps, n, th, pending), c in zip(runs, values):
         eps_kw = {} if eps is None else dict(eps=eps)
-        passed = "eps omitted (default 1e-6)" if eps is None else f"eps={eps} passed"
-        c = check_tensor(pending.value, what=f"sc_correction on heads of shape ({n}, 2) (mode={mode!r}, {passed})",
-                         shape=(n,))
-        c.sum().backward()                                                # row r's gradient reaches th[r] only
+        passed = passed_as(eps)
         _no_grad_is_feedback(th, f"sc_correction (mode={mode!r})")
         kw = dict(mode=mode, low=low, high=high, **eps_kw)
         want_c, want_g = oracle.sc_correction_and_coefficients(th0[:n], sh[:n], **kw)
@@ -349,9 +353,9 @@ def test_mis_endpoints_are_inclusive(sub, ctx):
             loss = b.sc_policy_loss(logp, rollout, same, same.clone(), torch.ones(1, dtype=dtype),
                                     torch.ones(1, 2, dtype=torch.bool), mode="mis", low=0.5, high=2.0)
             runs.append((dtype, heads, logp, loss))
+    backward_sums([correction.value for _, heads, _, _ in runs for *_, correction in heads])  # one round trip
     for dtype, heads, logp, pending in runs:
         for th, low, high, correction in heads:
-            correction.value.sum().backward()
             # float32: an implementation that compares the ratios in float32 (as it must) but forms
             # q w - alpha' p in float64 from the float32 log-probs (exp(-fl32(log 2)) is
             # 0.5 (1 + ~1e-8) there) cancels only to ~1e-9: 1e-7 admits it and is still 2.5e6
@@ -409,9 +413,9 @@ def test_on_policy_correction_vanishes(sub, ctx):
         adv = torch.tensor([1.0, -2.0], dtype=D)
         mask = torch.tensor([[True, True, False], [True, True, True]])
         loss = b.sc_policy_loss(same, same, heads, heads, adv, mask, mode="tis", low=1.5, high=2.0)
+    backward_sums([pending.value for _, _, pending in runs])  # every c.sum().backward(), one round trip
     for mode, th, pending in runs:
         c = pending.value
-        c.sum().backward()
         assert_close(c, torch.zeros(3, dtype=D), atol=1e-12,
                      what=f"correction when sampler head == trainer head (mode={mode!r})",
                      inputs=dict(train_head_logp=th0, mode=mode))
