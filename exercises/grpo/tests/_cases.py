@@ -93,7 +93,8 @@ def regime_loss_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: 
     log-ratios mixed with +-25 (beyond verl's +-20 clamp, and ratios > 3 where verl's dual clip
     would bind) and, for positive advantages only, log-ratios whose exp overflows (the clipped
     term is chosen: loss -(1 + clip_high) A, gradient 0, never NaN); float64 advantages with
-    float32 logp and float32 advantages with float64 logp in some cases."""
+    float32 logp and float32 advantages with float64 logp in some cases; advantages scaled by 1e3
+    in every fourth case (no clamp of A)."""
     from judge import cases as jc
 
     valid = torch.rand(B, L, generator=g) < 0.75
@@ -104,6 +105,8 @@ def regime_loss_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: 
     logp = -3.0 * torch.rand(B, L, generator=g, dtype=torch.float64) - 0.05
     delta = 0.35 * torch.randn(B, L, generator=g, dtype=torch.float64)
     adv = torch.randn(B, generator=g, dtype=torch.float64)
+    if k % 4 == 2:
+        adv = adv * 1e3     # advantages far from unit scale are allowed: no clamp of A (e.g. to +-50)
     pick = torch.rand(B, L, generator=g)
     sign = torch.where(torch.rand(B, L, generator=g) < 0.5, -1.0, 1.0).to(torch.float64)
     delta = torch.where(pick < 0.08, 25.0 * sign, delta)
@@ -135,3 +138,34 @@ def regime_loss_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: 
     else:
         adv_dtype = torch.float32 if k % 3 != 0 else dtype
     return logp.to(dtype), old.to(dtype), adv.to(adv_dtype), mask, kwargs
+
+
+def names_a_shape(pending, args, what: str) -> None:
+    """spec: shape errors raise ValueError "with a message naming the shapes". Lenient check (no
+    one format is required: (2, 3), [2, 3], torch.Size([2, 3]), 2x3 all pass): the message must
+    hold every dim of at least one input's shape, or B for the expected [B] advantages, as an
+    integer. A message with no number at all ("bad shapes") fails. Call after expect_raises."""
+    import re
+    try:
+        pending.get()
+    except ValueError as e:
+        msg = str(e)
+    else:
+        return
+    # the sandbox wraps the message as "f raised ValueError: MSG (submission.py, line N, in f)"
+    msg = re.sub(r"^\w+ raised \w+: ", "", msg)
+    msg = re.sub(r"\s*\([^()]*line \d+, in [\w<>.]+\)\s*$", "", msg)
+    if any(isinstance(a, torch.Tensor) and a.dim() == 0 for a in args) and re.search(r"\(\)|\[\]", msg):
+        return                                         # the 0-d shape, written () or []
+    ints = re.findall(r"\d+", msg)
+    cands = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor) and a.dim() >= 1]
+    if args[0].dim() >= 1:
+        cands.append((args[0].shape[0],))
+    for shape in cands:
+        left = list(ints)
+        if all(str(d) in left and not left.remove(str(d)) for d in shape):
+            return
+    from judge.testing import Feedback
+    raise Feedback(f"{what}: the ValueError's message {msg!r} names no shape; the spec asks for a "
+                   f"message naming the shapes (e.g. f\"advantages must be [B] = ({args[0].shape[0]},), "
+                   f"got {{tuple(advantages.shape)}}\")")

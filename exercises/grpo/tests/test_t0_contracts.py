@@ -17,7 +17,10 @@ from __future__ import annotations
 import torch
 
 from judge import cases as jc
-from judge.testing import Feedback, batch, check_count_loss, check_tensor, describe, expect_raises, leaf, visible
+from judge.testing import (Feedback, batch, check_count_loss, check_tensor, describe, expect_raises, leaf,
+                           sibling, visible)
+
+cases = sibling(__file__, "_cases")
 
 F32, F64 = torch.float32, torch.float64
 
@@ -142,8 +145,9 @@ def test_grpo_loss_rejects_bad_shapes(sub):
     ]
     with batch(sub) as b:
         outs = [b.grpo_loss(*args) for _, args in bad]
-    for (what, _), pending in zip(bad, outs):
+    for (what, args), pending in zip(bad, outs):
         expect_raises(ValueError, pending.get, what=f"grpo_loss with {what}")
+        cases.names_a_shape(pending, args, what=f"grpo_loss with {what}")
 
 
 @visible
