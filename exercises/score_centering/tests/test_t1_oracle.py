@@ -5,6 +5,9 @@ encoding. The >= 16k-token batch against the reference: test_t2_regimes.py.)
 
 Every other call passes its inputs as non-contiguous views of the same values (_cases.strided:
 transposed layouts, slices of wider tensors): an implementation that flattens with .view raises.
+The other calls pass every argument by position, mode, low, high and eps included (in the spec's
+order): a signature with two of them swapped (high before low, eps before the bounds) is invisible
+to keyword calls; by position it raises (low > high) or computes other values.
 
 Values and gradients: the gradient of the correction w.r.t. train_head_logp must equal the
 detached head coefficients sg(q w - alpha' p); the loss gradients are -m A w_a / N (logp) and
@@ -17,6 +20,7 @@ from judge import cases as shared
 from judge.testing import assert_close, backward_all, batch, leaf, sibling, visible
 
 cases = sibling(__file__, "_cases")
+LOSS_ARGS = ("logp", "rollout_logp", "train_head_logp", "sampler_head_logp", "advantages", "mask")
 
 
 def _f32_tol(dtype):
@@ -38,7 +42,10 @@ def _check_correction(sub, oracle, ctx, salt, sizes):
             mode, low, high = cases.mode_and_bounds(g, i)
             kw = dict(mode=mode, low=low, high=high)
             x = leaf(th)
-            pending = b.sc_correction(x, sh, **kw)
+            if i % 2 == 0:  # by position: (train, sampler, mode, low, high, eps)
+                pending = b.sc_correction(x, sh, mode, low, high, 1e-6)
+            else:
+                pending = b.sc_correction(x, sh, **kw)
             r = torch.randn(lead, generator=g, dtype=torch.float64).to(dtype)
             runs.append((dtype, th, sh, kw, x, r, pending))
     checked = []  # every value first, then one backward pass for all (one round trip, not one per case)
@@ -73,8 +80,13 @@ def _check_loss(sub, oracle, ctx, salt, sizes=None):
             if i % 2 == 1:  # every other call: non-contiguous views of the same values
                 t = cases.strided(t)
             logp, head = leaf(t["logp"]), leaf(t["train_head_logp"])
-            runs.append((kind, t, kw, logp, head,
-                         b.sc_policy_loss(**{**t, "logp": logp, "train_head_logp": head}, **kw)))
+            args = {**t, "logp": logp, "train_head_logp": head}
+            if i % 2 == 0:  # by position, in the spec's order, mode, low, high and eps included
+                pending = b.sc_policy_loss(*(args[key] for key in LOSS_ARGS),
+                                           kw["mode"], kw["low"], kw["high"], 1e-6)
+            else:
+                pending = b.sc_policy_loss(**args, **kw)
+            runs.append((kind, t, kw, logp, head, pending))
     for kind, t, kw, logp, head, pending in runs:
         loss = pending.value
         inputs = {**t, **kw}
