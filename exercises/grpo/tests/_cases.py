@@ -153,8 +153,9 @@ def names_a_shape(pending, args, what: str) -> None:
     else:
         return
     # the sandbox wraps the message as "f raised ValueError: MSG (submission.py, line N, in f)"
+    # and may append the traceback: keep MSG only (its line numbers are no shape)
     msg = re.sub(r"^\w+ raised \w+: ", "", msg)
-    msg = re.sub(r"\s*\([^()]*line \d+, in [\w<>.]+\)\s*$", "", msg)
+    msg = re.split(r"\s*\([^()\n]*\.py, line \d+", msg)[0]
     if any(isinstance(a, torch.Tensor) and a.dim() == 0 for a in args) and re.search(r"\(\)|\[\]", msg):
         return                                         # the 0-d shape, written () or []
     ints = re.findall(r"\d+", msg)

@@ -46,8 +46,11 @@ def _check_cases(sub, oracle, ctx, sizes, salt):
                 eps_val = 0.2 if eps is None else eps
                 k += 1
                 x = leaf(logp)
+                # clip_eps by position in every other case with a width: a keyword-only or
+                # reordered clip_eps parameter is wrong on a call in the spec's order
+                pos = (kw.pop("clip_eps"),) if (kw and k % 2) else ()
                 queued.append((B, dtype, logp, old, adv, mask, eps_val, x, b.sequence_ratio(logp, old, mask),
-                               b.gspo_loss(x, old, adv, mask, **kw)))
+                               b.gspo_loss(x, old, adv, mask, *pos, **kw)))
     for B, dtype, logp, old, adv, mask, eps_val, x, s, loss in queued:
         inputs = {"logp": logp, "old_logp": old, "advantages": adv, "mask": mask, "clip_eps": eps_val}
         # the oracle's answers, computed while the submission runs the batch
