@@ -1,6 +1,9 @@
 """T2: value regimes, encodings and defaults the other tiers never generate (issue 17).
 
 Which test covers which class of mistake:
+- test_widths_used_as_given: half its calls pass eps_low, eps_high, low, high, per_token_loss by
+  position in the spec's order with an int upper bound (a signature with a pair swapped, or an
+  isinstance(float) band check); test_t1_oracle passes icepop_weights' band by position likewise.
 - test_extreme_ppo_ratios: PPO log-ratios +-25 / +-60 / +-85 (float32), +-25 / +-100 / +-700
   (float64), both signs of A: verl's +-20 log-ratio clamp and SkyRL's safe_exp_delta; a ratio that
   overflows to inf with A > 0 must give the clipped loss and gradient 0, never NaN (also on a
@@ -200,9 +203,17 @@ def test_widths_used_as_given(sub, oracle, ctx):
             # the zero widths under both aggregations, the others under one each: each
             # aggregation meets both dtypes, zero widths and a width > 1
             for per_token in ((True, False), (False,), (True,), (True,), (False,), (True,), (False,))[i]:
-                kw = dict(eps_low=el, eps_high=eh, low=0.1, high=10.0, per_token_loss=per_token)
                 lp = leaf(case["logp"])
-                calls.append((case, args, kw, lp, b.icepop_ppo_loss(lp, *args, **kw)))
+                if i % 2:
+                    # by position, in the spec's order, with an int upper bound: a signature with
+                    # eps_low/eps_high or low/high swapped (or the pairs swapped) is only visible
+                    # here, and an int band edge is a legal number
+                    kw = dict(eps_low=el, eps_high=eh, low=0.1, high=10, per_token_loss=per_token)
+                    pending = b.icepop_ppo_loss(lp, *args, el, eh, 0.1, 10, per_token)
+                else:
+                    kw = dict(eps_low=el, eps_high=eh, low=0.1, high=10.0, per_token_loss=per_token)
+                    pending = b.icepop_ppo_loss(lp, *args, **kw)
+                calls.append((case, args, kw, lp, pending))
     checked = []   # every loss first, then one backward for all of them, then the gradients
     for case, args, kw, lp, pending in calls:
         what = f"icepop_ppo_loss({', '.join(f'{k}={v}' for k, v in kw.items())}) (widths used as given)"
