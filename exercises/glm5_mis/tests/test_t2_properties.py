@@ -54,9 +54,14 @@ def test_hand_checked_case(sub):
             mask = torch.ones(1, 4, dtype=torch.bool)
             adv = _t([2.0], dtype)
             lp = leaf(logp)
-            queued.append((dtype, logp, rollout, mask, adv, lp,
-                           b.masked_is_weights(logp, rollout, mask, clip_low=0.5, clip_high=1.0),
-                           b.offpolicy_loss(lp, rollout, adv, mask, clip_low=0.5, clip_high=1.0)))
+            if dtype == DTYPES[0]:
+                calls = (b.masked_is_weights(logp, rollout, mask, clip_low=0.5, clip_high=1.0),
+                         b.offpolicy_loss(lp, rollout, adv, mask, clip_low=0.5, clip_high=1.0))
+            else:  # by position in the spec's order, clip_high as the int 1 (a legal width): a
+                # signature with the widths swapped, or an isinstance(float) check, fails here
+                calls = (b.masked_is_weights(logp, rollout, mask, 0.5, 1),
+                         b.offpolicy_loss(lp, rollout, adv, mask, 0.5, 1))
+            queued.append((dtype, logp, rollout, mask, adv, lp) + calls)
     for dtype, logp, rollout, mask, adv, lp, w, loss in queued:
         shown = {"logp": logp, "rollout_logp": rollout, "advantages": adv, "mask": mask,
                  "clip_low": 0.5, "clip_high": 1.0}
