@@ -22,9 +22,11 @@ def log_ratios(g: torch.Generator, B: int, L: int) -> torch.Tensor:
 
 
 def random_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, fill: float,
-                mask_kind: str, empty_row: bool = False) -> dict:
+                mask_kind: str, empty_row: bool = False, empty_at: int | None = None) -> dict:
     """A random batch: log-probs, advantages, a mask (``mask_kind``, one of judge.cases.MASK_KINDS)
-    with padding filled with ``fill``; ``empty_row``: the last row (when B > 1) has no valid token;
+    with padding filled with ``fill``; ``empty_row``: the last row (when B > 1; row ``empty_at``
+    instead when given, a middle one, so a row loop that stops at the first empty response drops
+    the rows after it) has no valid token;
     otherwise, when B >= 3, row 0 (which always has a valid token) has an advantage of exactly 0
     (a GRPO group with equal rewards): its tokens still count in N, so a normaliser that skips
     zero-advantage responses is off."""
@@ -37,7 +39,7 @@ def random_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, fill: fl
     else:
         mask = torch.rand(B, L, generator=g) < 0.7
         if empty_row and B > 1:
-            mask[B - 1] = False
+            mask[B - 1 if empty_at is None else empty_at] = False
         mask[0, 0] = True  # at least one valid token
     out = {}
     for name, x in (("logp", logp), ("old_logp", old), ("rollout_logp", rollout)):
@@ -69,7 +71,9 @@ def cases(ctx, salt: int):
             eps_low, eps_high = EPS[(j + i) % len(EPS)]
             fill = FILLS[(j + 2 * i) % len(FILLS)]
             kind = shared.MASK_KINDS[(j + 3 * i) % len(shared.MASK_KINDS)]
-            case = random_case(g, B, L, dtype, fill, kind, empty_row=(j % 2 == 1))
+            # of the two dtypes of a shape with an empty row, float64 has it in the middle (B >= 3)
+            case = random_case(g, B, L, dtype, fill, kind, empty_row=(j % 2 == 1),
+                               empty_at=B // 2 if i % 2 == 0 and B >= 3 else None)
             layout = (i + j) % 4  # 1: mixed non-contiguous views, 3: every [B, L] input column-major
             if layout in (1, 3):
                 case = shared.strided(case, major=("logp", "rollout_logp"), column_major=layout == 3)

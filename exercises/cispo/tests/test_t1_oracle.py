@@ -4,7 +4,9 @@
 Cases run from small to large: the corners 1 x 1, 1 x L, B x 1, a square and sizes drawn per
 seed; float64 and float32 each, every band, padding filled with NaN / inf / -inf / 1e30, every
 mask encoding (bool, 0/1 float32 / float64 / int64), empty rows, and (B >= 3, no empty row) a
-response with an advantage of exactly 0 whose tokens still count in N. The first failing case is
+response with an advantage of exactly 0 whose tokens still count in N. Every other case passes
+the widths (and the loss's rollout_logp, anchor, tis_enabled) by position in the spec's order, an
+integral width as an int: a signature with two parameters swapped. The first failing case is
 reported with its inputs.
 """
 
@@ -19,6 +21,14 @@ CONFIGS = {
     "rollout": dict(anchor="rollout", rollout=True),
     "old+tis": dict(anchor="old", rollout=True, tis_enabled=True),
 }
+
+
+def _positional(eps: float):
+    """Every other case passes the widths (and the loss's rollout_logp, anchor, tis_enabled) by
+    position in the spec's order, an integral width as an int (eps_low=1 is a legal number): a
+    signature with two parameters swapped, or an isinstance(float) check, is invisible to
+    keyword calls with float widths."""
+    return int(eps) if float(eps).is_integer() else eps
 
 
 def _cases(ctx):
@@ -41,8 +51,12 @@ def test_weights_match_oracle(sub, oracle, ctx):
             # anchors in turn (rollout_logp is the wider one: logp - rollout is two log-ratios)
             anchor_name = ("old_logp", "rollout_logp")[(i // 2) % 2]
             args = (case["logp"], case[anchor_name], case["mask"])
-            calls.append((label, case, eps_low, eps_high, anchor_name, args,
-                          b.cispo_weights(*args, eps_low=eps_low, eps_high=eps_high)))
+            if i % 2:  # by position in the spec's order, integral widths as ints (see _check_loss)
+                eps_low, eps_high = _positional(eps_low), _positional(eps_high)
+                out = b.cispo_weights(*args, eps_low, eps_high)
+            else:
+                out = b.cispo_weights(*args, eps_low=eps_low, eps_high=eps_high)
+            calls.append((label, case, eps_low, eps_high, anchor_name, args, out))
     for label, case, eps_low, eps_high, anchor_name, args, out in calls:
         exp = oracle.cispo_weights(*args, eps_low=eps_low, eps_high=eps_high)  # while the submission runs
         assert_close(out.value, exp, what=f"cispo_weights ({label}, anchor_logp={anchor_name}, "
@@ -55,14 +69,19 @@ def _check_loss(sub, oracle, ctx, config: str):
     cfg = CONFIGS[config]
     with batch(sub) as b:
         calls = []
-        for label, case, eps_low, eps_high in _cases(ctx):
+        for i, (label, case, eps_low, eps_high) in enumerate(_cases(ctx)):
+            if i % 2:
+                eps_low, eps_high = _positional(eps_low), _positional(eps_high)
             kw = dict(anchor=cfg["anchor"], eps_low=eps_low, eps_high=eps_high,
                       tis_enabled=cfg.get("tis_enabled", False))
             rollout = case["rollout_logp"] if cfg.get("rollout") else None
             x = leaf(case["logp"])
-            calls.append((label, case, eps_low, eps_high, kw, rollout, x,
-                          b.cispo_loss(x, case["old_logp"], case["advantages"], case["mask"],
-                                       rollout_logp=rollout, **kw)))
+            args = (x, case["old_logp"], case["advantages"], case["mask"])
+            if i % 2:  # every argument by position, in the spec's order
+                out = b.cispo_loss(*args, rollout, kw["anchor"], eps_low, eps_high, kw["tis_enabled"])
+            else:
+                out = b.cispo_loss(*args, rollout_logp=rollout, **kw)
+            calls.append((label, case, eps_low, eps_high, kw, rollout, x, out))
     for label, case, eps_low, eps_high, kw, rollout, x, out in calls:
         args = (case["logp"], case["old_logp"], case["advantages"], case["mask"], rollout)
         exp = oracle.cispo_loss(*args, **kw)  # while the submission runs
