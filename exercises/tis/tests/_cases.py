@@ -81,7 +81,8 @@ def regime_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: int) 
     PPO widths sometimes 0 or >= 1 (used as given), behaviour log-ratios of +-25 and overflowing
     ones (weight U, or L on underflow), PPO log-ratios of +-25 (ratios > 3 with A < 0: no dual
     clip) and, for A > 0 only, overflowing PPO ratios (clipped: gradient 0, never NaN), tiny
-    log-probabilities (e^-110 / e^-800), and float64 advantages with float32 log-probs."""
+    log-probabilities (e^-110 / e^-800), float64 advantages with float32 log-probs, and
+    advantages scaled by 1e3 in every fourth case (no clamp of A)."""
     from judge import cases as jc
 
     valid = torch.rand(B, L, generator=g) < 0.75
@@ -106,6 +107,8 @@ def regime_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: int) 
     log_rho = _u(g, (B, L), -1.8, 1.8)
     log_r = _u(g, (B, L), -0.45, 0.45)
     adv = torch.randn(B, generator=g, dtype=F64)
+    if k % 4 == 2:
+        adv = adv * 1e3     # advantages far from unit scale are allowed: no clamp of A (e.g. to +-50)
     pick = torch.rand((B, L), generator=g, dtype=F64)
     sign = torch.where(torch.rand((B, L), generator=g) < 0.5, -1.0, 1.0).to(F64)
     over = jc.OVERFLOW_LOG_RATIOS[dtype][0]

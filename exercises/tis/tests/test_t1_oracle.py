@@ -32,9 +32,12 @@ SMALL = 4
 def _queue_weights(b, ctx, salt, limit=None, start=0):
     g = ctx.generator(salt)
     queued = []
-    for case, (low, high) in cases.cases(g, limit=limit, start=start):
+    for j, (case, (low, high)) in enumerate(cases.cases(g, limit=limit, start=start)):
         args = (case["old_logp"], case["rollout_logp"], case["mask"])
-        queued.append((case, low, high, args, b.tis_weights(*args, clip_low=low, clip_high=high)))
+        # the bounds by position in every other case (the spec's order: clip_low, clip_high)
+        bounds = dict(clip_low=low, clip_high=high)
+        pending = b.tis_weights(*args, low, high) if j % 2 else b.tis_weights(*args, **bounds)
+        queued.append((case, low, high, args, pending))
     return queued
 
 
@@ -53,13 +56,16 @@ def _check_weights(queued, expected):
 def _queue_loss(b, ctx, salt, per_token, limit=None, start=0):
     g = ctx.generator(salt)
     queued = []
-    for case, (low, high) in cases.cases(g, limit=limit, start=start):
+    for j, (case, (low, high)) in enumerate(cases.cases(g, limit=limit, start=start)):
         eps_low, eps_high = 0.2, 0.28 if per_token else 0.2
         kw = dict(eps_low=eps_low, eps_high=eps_high, tis_low=low, tis_high=high,
                   per_token_loss=per_token)
         lp = leaf(case["logp"])
         args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
-        queued.append((case, kw, lp, args, b.tis_ppo_loss(lp, *args, **kw)))
+        # every argument by position in every other case, in the spec's order (a reordered or
+        # keyword-only parameter, e.g. the TIS bounds before the PPO widths, fails there)
+        pending = (b.tis_ppo_loss(lp, *args, *kw.values()) if j % 2 else b.tis_ppo_loss(lp, *args, **kw))
+        queued.append((case, kw, lp, args, pending))
     return queued
 
 
