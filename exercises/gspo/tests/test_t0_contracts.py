@@ -169,11 +169,13 @@ def test_empty_responses(sub):
                 empty = jc.as_mask(torch.zeros(3, 4, dtype=torch.bool), kind)
                 x = leaf(logp_)
                 all_empty.append((adv_, x, b.sequence_ratio(logp_, old_, empty), b.gspo_loss(x, old_, adv_, empty)))
-        for dtype in (torch.float64, torch.float32):   # B = 0: no response at all
-            z, none = torch.zeros(0, 4, dtype=dtype), torch.zeros(0, 4, dtype=torch.bool)
+        # B = 0: no response at all; and L = 0 (float32): three responses, none with a position,
+        # so every s_i is 1 (an early return for numel() == 0 must still give [B] ones)
+        for dtype, (B0, L0) in ((torch.float64, (0, 4)), (torch.float32, (0, 4)), (torch.float32, (3, 0))):
+            z, none = torch.zeros(B0, L0, dtype=dtype), torch.zeros(B0, L0, dtype=torch.bool)
             x = leaf(z)
-            all_empty.append((torch.zeros(0, dtype=dtype), x, b.sequence_ratio(z, z, none),
-                              b.gspo_loss(x, z, torch.zeros(0, dtype=dtype), none)))
+            a0 = torch.linspace(-1.0, 2.0, B0, dtype=dtype)
+            all_empty.append((a0, x, b.sequence_ratio(z, z, none), b.gspo_loss(x, z, a0, none)))
     s = one_empty.value
     check_tensor(s, what="sequence_ratio", shape=(3,))
     if float(s[1]) != 1.0:
