@@ -16,7 +16,8 @@ Which test covers which class (issue 17; the regimes are in test_t2_regimes.py):
   every anchor/TIS configuration, against the reference: a count taken in the mask's dtype is off.
 - test_empty_mask: a bool (float64 inputs) and a 0/1 float32 (float32 inputs) all-empty mask
   with a NaN in the padding, every configuration (bool with float32, float masks of the other
-  dtype, int64 masks, inf padding and B = 0: test_t2_regimes).
+  dtype, int64 masks, inf padding and B = 0: test_t2_regimes); and a non-empty mask with every
+  advantage 0 (a fresh-zero shortcut leaves logp.grad None).
 Input mutation is checked on every call by the judge (judge.readonly), in every branch.
 """
 
@@ -209,6 +210,22 @@ def test_empty_mask(sub):
                     x = leaf(logp)
                     losses.append((kw, x, b.cispo_loss(x, old, adv, mask, **kw)))
                 calls.append((dtype, w, losses))
+        # a non-empty mask whose advantages are all 0 (a GRPO group with equal rewards), NaN
+        # padding: still a zero on logp's graph with zero gradients, not a fresh
+        # torch.zeros((), requires_grad=True) shortcut (logp.grad stays None)
+        logp, old, rollout, adv, mask = _batch(dtype=torch.float32)
+        mask[1, 2] = False
+        x0 = leaf(torch.where(mask.bool(), logp, torch.tensor(float("nan"))))
+        zero_adv = b.cispo_loss(x0, old, torch.zeros_like(adv), mask, rollout_logp=rollout, anchor="rollout")
+    loss = zero_adv.value
+    what = "cispo_loss(anchor='rollout') with every advantage 0 (non-empty mask, NaN padding)"
+    check_tensor(loss, what=what, shape=(), dtype=torch.float32)
+    if float(loss.detach()) != 0.0 or not loss.requires_grad:
+        raise Feedback(f"{what} must be a zero connected to logp's graph, got {describe(loss)}")
+    loss.backward()
+    if x0.grad is None or not bool((x0.grad == 0).all()):
+        raise Feedback(f"{what}: logp.grad must be all zeros (A = 0 gives gradient 0), got "
+                       f"{describe(x0.grad) if x0.grad is not None else None}")
     for dtype, pw, losses in calls:
         w = pw.value
         check_tensor(w, what="cispo_weights with an empty mask", shape=(2, 3), dtype=dtype)

@@ -8,7 +8,8 @@ Which test covers which class (issue 17):
   test_bad_widths_raise_value_error (each bad width in both functions).
 - empty masks: test_empty_mask_gives_a_graph_connected_zero (every mask kind incl. float64 and
   int64, NaN/inf/1e30 padding under the empty mask, B = 0; and a non-empty mask whose every
-  valid token is rejected, NaN padding: an "all rejected" shortcut must give the same zero).
+  valid token is rejected, NaN padding: an "all rejected" shortcut must give the same zero; and
+  one whose every advantage is 0: a fresh-zero shortcut leaves logp.grad None).
 - mixed dtypes: test_mask_dtype_does_not_change_the_result_dtype (also bfloat16, float16, uint8
   and int32 masks on 2049 valid tokens, a count bfloat16/float16 cannot hold); float64 advantages with float32
   logp and int64 masks are in T1's seeded test.
@@ -225,9 +226,16 @@ def test_empty_mask_gives_a_graph_connected_zero(sub, ctx):
         rollout = torch.where(valid, logp - lr, math.nan).to(torch.float32)
         cases.append((torch.float32, "rejected", lp,
                       b.offpolicy_loss(lp, rollout, torch.tensor([1.0, -2.0]), valid.to(torch.float32)), None, (2, 3)))
+        # the same tokens with log-ratios 0 (all kept) but every advantage 0 (a GRPO group with
+        # equal rewards): a fresh torch.zeros((), requires_grad=True) shortcut leaves logp.grad None
+        lp = leaf(logp.to(torch.float32))
+        cases.append((torch.float32, "zero advantages", lp,
+                      b.offpolicy_loss(lp, logp.to(torch.float32), torch.zeros(2), valid), None, (2, 3)))
     for dtype, kind, lp, loss, w, shape in cases:
-        what = (f"offpolicy_loss with an all-zero mask ({kind}, {dtype})" if kind != "rejected" else
-                f"offpolicy_loss with 4 valid tokens, every one rejected (log-ratios +-1), NaN padding ({dtype})")
+        what = (f"offpolicy_loss with 4 valid tokens, every one rejected (log-ratios +-1), NaN padding ({dtype})"
+                if kind == "rejected" else
+                f"offpolicy_loss with 4 valid tokens, every advantage 0, NaN padding ({dtype})"
+                if kind == "zero advantages" else f"offpolicy_loss with an all-zero mask ({kind}, {dtype})")
         loss = loss.value
         check_tensor(loss, what=what, shape=(), dtype=dtype)
         if not bool(loss.detach() == 0):

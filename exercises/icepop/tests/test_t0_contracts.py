@@ -3,7 +3,8 @@
 Which test covers which class (issue 17; the regimes are in test_t2_regimes.py):
 - test_weights_shape_dtype / test_loss_is_a_scalar_tensor: shapes (B != L, B == L), dtype
   preservation, a scalar () loss on the graph, for both aggregations.
-- test_empty_mask: all-empty bool and float masks, both aggregations, graph-connected zero.
+- test_empty_mask: all-empty bool and float masks, both aggregations, graph-connected zero;
+  also a non-empty mask with every advantage 0 (a fresh-zero shortcut leaves logp.grad None).
   (NaN/inf padding under an all-empty mask, int64 masks and B = 0: test_t2_regimes.)
 - test_shape_errors: every shape rule in both functions (1-D and 3-D inputs to both; advantages
   [B, 1] and [1, B]). (The same rules with an all-empty mask, and B = 1 with a 0-d advantage:
@@ -90,7 +91,21 @@ def test_empty_mask(sub):
                     losses.append((per_token, lp, b.icepop_ppo_loss(lp, old, rollout, adv, empty,
                                                                     per_token_loss=per_token)))
                 calls.append((dtype, w, losses))
+        # a non-empty mask whose advantages are all 0 (a GRPO group with equal rewards), NaN in
+        # the padding: still a graph-connected zero with zero gradients, not a fresh
+        # torch.zeros((), requires_grad=True) shortcut (logp.grad stays None) nor logp * 0 (NaN)
+        logp, old, rollout, adv, mask = _inputs(dtype=F32)
+        logp = torch.where(mask, logp, torch.tensor(float("nan")))
+        lp = leaf(logp)
+        zero_adv = (lp, b.icepop_ppo_loss(lp, old, rollout, torch.zeros_like(adv), mask))
     zeros = []   # every value first, then one backward for all the losses (independent ones)
+    lp, p = zero_adv
+    loss = p.value
+    what = "icepop_ppo_loss with all advantages 0 (non-empty mask, NaN padding)"
+    check_tensor(loss, what=what, shape=(), dtype=F32)
+    if float(loss.detach()) != 0.0 or not loss.requires_grad:
+        raise Feedback(f"{what} must be a zero connected to logp's graph, got {describe(loss)}")
+    zeros.append((loss, what, lp))
     for dtype, pw, losses in calls:
         w = pw.value
         check_tensor(w, what="icepop_weights with an empty mask", shape=(2, 3), dtype=dtype)
