@@ -17,10 +17,7 @@ from __future__ import annotations
 import torch
 
 from judge import cases as jc
-from judge.testing import (Feedback, batch, check_count_loss, check_tensor, describe, expect_raises, leaf,
-                           sibling, visible)
-
-cases = sibling(__file__, "_cases")
+from judge.testing import Feedback, batch, check_count_loss, check_tensor, describe, expect_raises, leaf, visible
 
 F32, F64 = torch.float32, torch.float64
 
@@ -145,9 +142,8 @@ def test_grpo_loss_rejects_bad_shapes(sub):
     ]
     with batch(sub) as b:
         outs = [b.grpo_loss(*args) for _, args in bad]
-    for (what, args), pending in zip(bad, outs):
+    for (what, _), pending in zip(bad, outs):
         expect_raises(ValueError, pending.get, what=f"grpo_loss with {what}")
-        cases.names_a_shape(pending, args, what=f"grpo_loss with {what}")
 
 
 @visible
