@@ -186,12 +186,13 @@ def test_bound_validation(sub):
 
 
 def test_valid_edge_bounds_accepted(sub):
-    # A degenerate band (low = high) and low = 0 are legal.
+    # A degenerate band (low = high) and low = 0 are legal; the first band is given as the ints
+    # (1, 1): an int edge is a legal number, not a ValueError
     logp, old, rollout, adv, mask = _inputs()
     with batch(sub) as b:
         calls = [(low, high, b.icepop_weights(old, rollout, mask, low=low, high=high),
                   b.icepop_ppo_loss(leaf(logp), old, rollout, adv, mask, low=low, high=high))
-                 for low, high in ((1.0, 1.0), (0.0, 0.5), (0.5, 0.5))]
+                 for low, high in ((1, 1), (0.0, 0.5), (0.5, 0.5))]
     for low, high, w, loss in calls:
         check_tensor(w.value, what=f"icepop_weights(low={low}, high={high})", shape=(2, 3),
                      dtype=F64)
