@@ -179,9 +179,6 @@ def run_tiers(exercise: Exercise, sub: Any, ctx: Context, *, tiers: list[str],
             status, message = "passed", ""
             try:
                 fn(**_fixtures(fn, available))
-                settle = getattr(type(sub), "settle", None)
-                if settle is not None:  # answers it left unread are its own: so are their writes
-                    settle(sub)
             except SubmissionFailure as e:
                 stopped, status, message = e, "failed", e.message
             except RemoteException as e:
@@ -193,6 +190,14 @@ def run_tiers(exercise: Exercise, sub: Any, ctx: Context, *, tiers: list[str],
             except Exception as e:  # noqa: BLE001 - the test could not complete
                 log.exception("test %s of %s could not complete", name, exercise.slug)
                 status, message = "error", f"the test could not complete: {type(e).__name__}: {e}"
+            if stopped is None:
+                # Answers the test left unread are its own, and so are their writes, whether it
+                # passed or failed: read them now, so that none is counted in the next test (how
+                # many a failed test had read depends on timing; the verdict must not).
+                try:
+                    _settle(sub)
+                except SubmissionFailure as e:
+                    stopped, status, message = e, "failed", e.message
             writes = sub.__judge_violations__()
             if writes and stopped is None:  # a read-only input written, even if the test went on
                 status, message = "failed", writes[0] + (f"\n  ({len(writes) - 1} more calls of this "
@@ -215,6 +220,13 @@ def run_tiers(exercise: Exercise, sub: Any, ctx: Context, *, tiers: list[str],
         else:
             tr.status = "passed"
     return results, stopped
+
+
+def _settle(sub) -> None:
+    """Read the answers of a batch still in flight (the sandbox's proxy; a module has none)."""
+    settle = getattr(type(sub), "settle", None)
+    if settle is not None:
+        settle(sub)
 
 
 def artifacts_in(out_dir: Path | None) -> list[tuple[str, Path]]:

@@ -1,4 +1,5 @@
-"""judge.runner: a test fails for a read-only input its calls wrote even when it went on; T3's
+"""judge.runner: a test fails for a read-only input its calls wrote even when it went on, or
+failed with answers unread (never the next test); T3's
 metrics are measured before they are kept, written after the verdict with the exercise's views
 bound to them, and an artifact over its size limit removed."""
 
@@ -36,6 +37,45 @@ def test_a_test_that_swallows_the_write_still_fails_for_it(monkeypatch):
     goes_on, clean = results[0].tests
     assert stopped is None and goes_on.status == "failed" and clean.status == "passed"
     assert "f modified its input(s) in place:\n  `x` written at 2 of 2 positions" in goes_on.message
+
+
+class _Unread:
+    """A proxy whose batched answers are read later (``settle``), as the sandbox's are: a write
+    is reported when its answer is read, and reading it is a matter of timing."""
+
+    def __init__(self):
+        self.unread, self.seen = [], []
+
+    def f(self, x, scale):
+        self.settle()
+        self.unread.append(f"f modified its input(s) in place: `x` (scale {scale})")  # the answer, unread
+        return x * scale
+
+    def settle(self):
+        self.seen += self.unread
+        self.unread = []
+
+    def __judge_violations__(self):
+        seen, self.seen = self.seen, []
+        return seen
+
+
+def test_writes_of_a_failed_tests_unread_answers_are_its_own_not_the_next_tests(monkeypatch):
+    def test_fails_with_answers_unread(sub):
+        sub.f(torch.zeros(2), 1.0)
+        sub.f(torch.zeros(2), 2.0)
+        raise Feedback("a value was wrong")  # its second answer is still unread
+
+    def test_next(sub):
+        pass
+
+    monkeypatch.setattr(runner, "collect", lambda ex: {"T0": [visible(test_fails_with_answers_unread),
+                                                              visible(test_next)]})
+    results, stopped = runner.run_tiers(_exercise(), _Unread(), Context(seed=0), tiers=["T0"])
+    failed, following = results[0].tests
+    assert stopped is None and failed.status == "failed"
+    assert "(scale 1.0)" in failed.message and "1 more calls of this test" in failed.message
+    assert following.status == "passed"
 
 
 def test_metrics_are_measured_before_they_are_copied():
