@@ -199,8 +199,8 @@ def test_gradient_identity_full_vocabulary_centering(sub, ctx):
                                     mode=mode, low=low, high=high)
             runs.append((mode, low, high, z0, log_q, ids, a, A, zc, correction, z, loss))
     # every correction's sum().backward() in one pass (one round trip); row r's reaches z0[r] only
-    backward_sums([check_tensor(run[9].value, what=f"sc_correction on heads of shape ({n}, {k}) (mode={run[0]!r})",
-                                shape=(n,)) for run in runs])
+    backward_sums([check_tensor(correction.value, what=f"sc_correction on heads of shape ({n}, {k}) (mode={mode!r})",
+                                shape=(n,)) for mode, *_, correction, _, _ in runs])
     for mode, low, high, z0, log_q, ids, a, A, zc, correction, z, loss in runs:
         loss.value.backward()
         _no_grad_is_feedback(zc, f"sc_correction (mode={mode!r})")
