@@ -239,7 +239,8 @@ class Zygote:
             limits["address_space"] = _vm_size() + int(limits["memory_mb"]) * (1 << 20)
             env = {"PATH": "/usr/bin:/bin", "HOME": req["scratch"], "TMPDIR": req["scratch"],
                    "TORCHINDUCTOR_CACHE_DIR": req["scratch"], "OMP_NUM_THREADS": "1",
-                   "MPLCONFIGDIR": req["scratch"], "LANG": "C.UTF-8", **lockdown.NO_ACCELERATORS}
+                   "MPLCONFIGDIR": req["scratch"], "LANG": "C.UTF-8", **lockdown.NO_ACCELERATORS,
+                   **lockdown.EAGER_COMPILE}
             os.environ.clear()
             os.environ.update(env)
             rep = lockdown.isolate(scratch=req["scratch"], root=self.root, seccomp_filter=self.seccomp,

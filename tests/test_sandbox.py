@@ -7,9 +7,11 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from judge.box.sandbox import Sandbox, StartingSandbox
 from judge.errors import IsolationUnavailable
+from sandbox import wire
 
 
 def test_scratch_of_a_killed_sandbox_is_wiped_by_the_next(tmp_path):
@@ -107,6 +109,34 @@ def test_no_accelerator_is_visible_to_the_zygote_or_a_submission(sandbox):
                            "grad": []}, during="seen")
         assert msg.header["ok"], msg.header
         assert msg.value(msg.header["result"]) == ["", "", 0]
+    finally:
+        job.close()
+
+
+def test_torch_compile_runs_the_eager_function_in_a_submission(sandbox):
+    """A learner's ``@torch.compile`` is graded as the eager code it wraps: inductor would build
+    C++ with a compiler in a subprocess, which the lockdown forbids ("InductorError:
+    PermissionError" on the first call, before TorchDynamo's switch was set in the zygote,
+    whose warm-up imports TorchDynamo and so reads it there)."""
+    from judge.exercise import Limits
+
+    job = sandbox.open_job(Limits(call_seconds=20, total_seconds=60))
+    try:
+        source = ("import torch\n\n@torch.compile\ndef double(x):\n    return torch.sin(x) * 2\n\n"
+                  "def compiled_is_eager():\n    import torch._dynamo\n    return torch._dynamo.config.disable\n")
+        assert job.request({"op": "load", "source": source, "functions": ["double", "compiled_is_eager"]},
+                           during="load").header["ok"]
+        msg = job.request({"op": "call", "fn": "compiled_is_eager", "args": {"L": []},
+                           "kwargs": {"D": []}, "grad": []}, during="compiled_is_eager")
+        assert msg.header["ok"], msg.header
+        assert msg.value(msg.header["result"]) is True
+        blobs: list = []
+        x = torch.linspace(-2, 2, 7, dtype=torch.float64)
+        args = wire.encode([x], blobs, strides=True)
+        msg = job.request({"op": "call", "fn": "double", "args": args, "kwargs": {"D": []},
+                           "grad": [False]}, blobs, during="double")
+        assert msg.header["ok"], msg.header
+        assert torch.equal(msg.value(msg.header["result"]), torch.sin(x) * 2)
     finally:
         job.close()
 

@@ -28,7 +28,7 @@ from judge.exercise import Limits
 from judge.box.job import Job, JobHost, _wipe
 from judge.pids import alive
 import sandbox
-from sandbox.lockdown import NO_ACCELERATORS, SANDBOX_UID
+from sandbox.lockdown import EAGER_COMPILE, NO_ACCELERATORS, SANDBOX_UID
 from judge.tuning import SPARE_DELAY, SPARES_AHEAD, SPIN_SECONDS  # the measured why: judge.tuning
 
 log = logging.getLogger("judge.box.sandbox")
@@ -118,7 +118,7 @@ class Sandbox:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONPATH": str(REPO_ROOT),
                "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "OPENBLAS_NUM_THREADS": "1", **NO_ACCELERATORS}
+               "OPENBLAS_NUM_THREADS": "1", **NO_ACCELERATORS, **EAGER_COMPILE}
         env.update({k: os.environ[k] for k in _ENV_PASSTHROUGH if k in os.environ})
         self.proc = subprocess.Popen(
             # a zygote that keeps spares forks one child per submission: fork cheaper (2 MB pages)
