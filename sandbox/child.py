@@ -8,6 +8,7 @@ under a handle until the judge releases it.
 
 from __future__ import annotations
 
+import linecache
 import resource
 import socket
 import sys
@@ -67,6 +68,9 @@ class Session:
         sys.modules["submission"] = mod
         global _SOURCE_LINES
         _SOURCE_LINES = source.splitlines() if type(source) is str else []
+        # inspect.getsource finds the submission's code (there is no file): TorchScript's
+        # @torch.jit.script compiles from it, and failed with "Can't get source" before
+        linecache.cache[SUBMISSION_FILE] = (len(source), None, source.splitlines(True), SUBMISSION_FILE)
         try:
             exec(code, mod.__dict__)
         except BaseException as e:  # noqa: BLE001 - import-time code of any kind

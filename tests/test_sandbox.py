@@ -113,18 +113,22 @@ def test_no_accelerator_is_visible_to_the_zygote_or_a_submission(sandbox):
         job.close()
 
 
-def test_torch_compile_runs_the_eager_function_in_a_submission(sandbox):
+def test_torch_compile_and_torchscript_work_in_a_submission(sandbox):
     """A learner's ``@torch.compile`` is graded as the eager code it wraps: inductor would build
     C++ with a compiler in a subprocess, which the lockdown forbids ("InductorError:
     PermissionError" on the first call, before TorchDynamo's switch was set in the zygote,
-    whose warm-up imports TorchDynamo and so reads it there)."""
+    whose warm-up imports TorchDynamo and so reads it there). ``@torch.jit.script`` compiles
+    from the submission's source, which inspect finds in linecache (there is no file: "Can't get
+    source" at import before)."""
     from judge.exercise import Limits
 
     job = sandbox.open_job(Limits(call_seconds=20, total_seconds=60))
     try:
         source = ("import torch\n\n@torch.compile\ndef double(x):\n    return torch.sin(x) * 2\n\n"
-                  "def compiled_is_eager():\n    import torch._dynamo\n    return torch._dynamo.config.disable\n")
-        assert job.request({"op": "load", "source": source, "functions": ["double", "compiled_is_eager"]},
+                  "def compiled_is_eager():\n    import torch._dynamo\n    return torch._dynamo.config.disable\n\n"
+                  "@torch.jit.script\ndef scripted(x: torch.Tensor) -> torch.Tensor:\n    return x.sum() * 3\n")
+        functions = ["double", "compiled_is_eager", "scripted"]
+        assert job.request({"op": "load", "source": source, "functions": functions},
                            during="load").header["ok"]
         msg = job.request({"op": "call", "fn": "compiled_is_eager", "args": {"L": []},
                            "kwargs": {"D": []}, "grad": []}, during="compiled_is_eager")
@@ -137,6 +141,10 @@ def test_torch_compile_runs_the_eager_function_in_a_submission(sandbox):
                            "grad": [False]}, blobs, during="double")
         assert msg.header["ok"], msg.header
         assert torch.equal(msg.value(msg.header["result"]), torch.sin(x) * 2)
+        msg = job.request({"op": "call", "fn": "scripted", "args": args, "kwargs": {"D": []},
+                           "grad": [False]}, blobs, during="scripted")
+        assert msg.header["ok"], msg.header
+        assert torch.equal(msg.value(msg.header["result"]), x.sum() * 3)
     finally:
         job.close()
 
