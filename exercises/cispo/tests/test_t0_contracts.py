@@ -4,8 +4,9 @@ Which test covers which class (issue 17; the regimes are in test_t2_regimes.py):
 - test_weights_shape_and_dtype / test_loss_is_a_scalar_tensor: shapes, dtypes, a scalar () on
   logp's graph, every anchor/TIS configuration.
 - test_unknown_anchor_raises ... test_bad_eps_raise / test_valid_eps_edges_accepted: every
-  ValueError rule, under both anchors; the legal edges eps_low = 0, eps_low > 1 and infinite
-  widths, accepted and with the oracle's values. (The same
+  ValueError rule, under both anchors (an unknown anchor with and without rollout_logp); the
+  legal edges eps_low = 0, eps_low > 1 and infinite widths, accepted and with the oracle's
+  values. (The same
   rules with an all-empty mask, under every configuration, and B = 1 with a 0-d advantage:
   test_t2_regimes.test_validation_with_empty_masks.)
 - test_bad_shapes_raise: shape rules in both functions (1-D and 3-D loss inputs with advantages
@@ -76,10 +77,14 @@ def test_loss_is_a_scalar_tensor(sub):
 def test_unknown_anchor_raises(sub):
     logp, old, rollout, adv, mask = _batch()
     with batch(sub) as b:
-        calls = [(bad, b.cispo_loss(logp, old, adv, mask, rollout_logp=rollout, anchor=bad))
-                 for bad in ("behaviour", "Old", "current", None)]  # None: not a default ("anchor or 'old'")
-    for bad, p in calls:
-        expect_raises(ValueError, p.get, what=f"cispo_loss(anchor={bad!r})")
+        # every other call without rollout_logp: an anchor check made only when rollout_logp is
+        # given (anchor "bogus" falling back to old) raises nowhere else
+        calls = [(bad, r, b.cispo_loss(logp, old, adv, mask, rollout_logp=r, anchor=bad))
+                 for bad, r in (("behaviour", rollout), ("Old", None), ("current", rollout),
+                                (None, None))]  # None: not a default ("anchor or 'old'")
+    for bad, r, p in calls:
+        expect_raises(ValueError, p.get, what=f"cispo_loss(anchor={bad!r}, rollout_logp="
+                                              f"{'[B, L]' if r is not None else None})")
 
 
 @visible
