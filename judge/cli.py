@@ -16,10 +16,12 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import logging
 import sys
 import time
+import tokenize
 from datetime import datetime
 from pathlib import Path
 
@@ -140,10 +142,13 @@ def read_source(path: Path) -> str:
     data = path.read_bytes()
     if len(data) > MAX_SOURCE_BYTES:
         raise UsageError(f"{path} is {len(data)} bytes; a submission is at most {MAX_SOURCE_BYTES}")
+    # decoded as Python decodes a source file: UTF-8, a byte-order mark or a coding declaration
+    # ("# -*- coding: latin-1 -*-") saying otherwise
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise UsageError(f"{path} is not UTF-8 text ({e})") from None
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as e:
+        raise UsageError(f"{path} is not text Python can read: {e} (save it as UTF-8)") from None
 
 
 def cmd_local(args: argparse.Namespace) -> int:

@@ -75,6 +75,10 @@ def grade(exercise: Exercise, source: str, *, sandbox: Sandbox | None, mode: str
         raise ValueError(f"mode must be 'run' or 'submit', got {mode!r}")
     tiers = list(tiers or TIERS)
     seed = choose_seed(exercise, mode, seed)
+    # Python ignores a byte-order mark at the start of a file (editors on Windows write one), but
+    # compile() of a str does not ("invalid non-printable character U+FEFF"): a submission's
+    # text means what its file would
+    source = source.removeprefix("\ufeff")
     t_start = time.perf_counter()
     verdict = Verdict(exercise=exercise.slug, verdict="error", mode=mode, seed=seed)
     if out_dir is not None:

@@ -52,6 +52,28 @@ def test_usage_errors_exit_2_and_say_what_was_expected(tmp_path):
     assert r.returncode == 2
 
 
+def test_a_source_file_is_decoded_as_python_decodes_it(tmp_path):
+    """A byte-order mark, a coding declaration: what Python would run is graded; bytes Python
+    cannot read are a usage error that says so."""
+    from judge.cli import read_source
+    from judge.errors import UsageError
+
+    bom = tmp_path / "bom.py"
+    bom.write_bytes(b"\xef\xbb\xbfx = 1\n")
+    assert read_source(bom) == "x = 1\n"  # (and grade ignores one in a str, as Python does)
+    latin = tmp_path / "latin.py"
+    latin.write_bytes(b"# -*- coding: latin-1 -*-\n# caf\xe9\nx = 1\n")
+    assert read_source(latin) == "# -*- coding: latin-1 -*-\n# caf\u00e9\nx = 1\n"
+    bad = tmp_path / "bad.py"
+    bad.write_bytes(b"# caf\xe9\nx = 1\n")
+    try:
+        read_source(bad)
+    except UsageError as e:
+        assert "bad.py" in str(e) and "UTF-8" in str(e)
+    else:
+        raise AssertionError("undecodable bytes were read")
+
+
 def test_published_schema_is_current():
     published = json.loads((REPO_ROOT / "docs" / "verdict.schema.json").read_text())
     assert published == Verdict.model_json_schema(), "run: judge schema > docs/verdict.schema.json"

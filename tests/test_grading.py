@@ -64,6 +64,15 @@ def test_tier_subset_skips_the_others(sandbox):
     assert v.verdict == "accepted"
 
 
+def test_a_byte_order_mark_or_windows_line_ends_mean_what_the_file_would(sandbox):
+    """An editor's UTF-8 byte-order mark (Python ignores it in a file; compile() of a str would
+    raise "invalid non-printable character U+FEFF") and CRLF line ends: the same verdict."""
+    ex = EXERCISES["glm5_mis"]
+    src = ex.solution_path.read_text()
+    v = grade(ex, "\ufeff" + src.replace("\n", "\r\n"), sandbox=sandbox, tiers=["T0"])
+    assert v.verdict == "accepted", summary(v)
+
+
 def test_in_process_grading_matches_the_sandbox(sandbox):
     ex = EXERCISES["glm5_mis"]
     src = ex.solution_path.read_text()
