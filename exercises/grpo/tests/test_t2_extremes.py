@@ -20,7 +20,8 @@ Which test covers which class (issue 17):
   log1p(clip_high), clips one of them), and once more with float32 log-probs and float64
   advantages (computing in the promoted dtype compares a float32 ratio in float64).
 - test_rewards_with_a_large_offset_float32: rewards 3000 +- 1 in float32 (a one-pass variance
-  E[x^2] - mean^2 loses every digit there), and N = 0.
+  E[x^2] - mean^2 loses every digit there), and N = 0 in float32 and float64
+  (the empty result keeps the rewards' dtype, normalize_std=False too).
 """
 
 from __future__ import annotations
@@ -191,7 +192,10 @@ def test_rewards_with_a_large_offset_float32(sub, oracle):
     with batch(sub) as b:
         outs = [(G, kw, b.group_advantages(rewards, G, **kw)) for G in (4, 12)
                 for kw in ({}, {"eps": 0.1})]
-        empty = b.group_advantages(torch.zeros(0, dtype=F32), 4)
+        # N = 0 in both dtypes: an early `return torch.empty(0)` is float32 (the default dtype)
+        # whatever the rewards' dtype, so only a float64 call tells it from a correct return
+        empties = [(dt, G, kw, b.group_advantages(torch.zeros(0, dtype=dt), G, **kw))
+                   for dt, G, kw in ((F32, 4, {}), (F64, 3, {"normalize_std": False}), (F64, 2, {}))]
     for G, kw, pending in outs:
         what = (f"group_advantages(rewards 3000 + small integers, float32, group_size={G}"
                 + "".join(f", {k}={v}" for k, v in kw.items()) + ")")
@@ -199,7 +203,10 @@ def test_rewards_with_a_large_offset_float32(sub, oracle):
         assert_close(out, oracle.group_advantages(rewards, G, **kw), what=what + ": centre first, then "
                      "square (E[x^2] - mean^2 in float32 cancels catastrophically at 3000^2 = 9e6)",
                      inputs={"rewards": rewards, "group_size": G, **kw})
-    out = empty.value
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (0,) or out.dtype != F32:
-        raise Feedback(f"group_advantages of N = 0 rewards (0 is a multiple of group_size=4): expected an "
-                       f"empty float32 tensor of shape (0,), got {describe(out)}")
+    for dt, G, kw, pending in empties:
+        out = pending.value
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (0,) or out.dtype != dt:
+            raise Feedback(f"group_advantages of N = 0 {dt} rewards (0 is a multiple of group_size={G}"
+                           + "".join(f", {k}={v}" for k, v in kw.items())
+                           + f"): expected an empty {dt} tensor of shape (0,) (the dtype of rewards), "
+                           f"got {describe(out)}")

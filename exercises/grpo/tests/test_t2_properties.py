@@ -95,7 +95,9 @@ def test_no_std_option(sub):
 def test_eps_is_added_outside_the_sqrt(sub):
     with batch(sub) as b:
         q1 = _adv(b, [0.0, 1.0], 2, eps=0.1)
-        q2 = _adv(b, [0.0, 1e-6], 2)
+        # second group: a spread of 1e-9 (sigma = 5e-10 > 0): A = +-5e-10 / (5e-10 + 1e-6), not 0
+        # (a guard that zeroes "constant" groups by sigma < 1e-8, not sigma == 0, gives 0 here)
+        q2 = _adv(b, [0.0, 1e-6, 0.0, 1e-9], 2)
     out, inp = _adv_result(q1)
     _close(out, [-0.5 / 0.6, 0.5 / 0.6], what="group_advantages([0, 1], 2, eps=0.1)", inputs=inp,
            hints=[([-0.5 / math.sqrt(0.35), 0.5 / math.sqrt(0.35)],
@@ -104,9 +106,15 @@ def test_eps_is_added_outside_the_sqrt(sub):
                    "eps**2 was added to the variance; use sigma + eps")])
     # a tiny spread: sigma = 5e-7 is comparable with eps = 1e-6
     out, inp = _adv_result(q2)
-    _close(out, [-1.0 / 3.0, 1.0 / 3.0], what="group_advantages([0, 1e-6], 2)", inputs=inp,
-           hints=[([-5e-7 / math.sqrt(2.5e-13 + 1e-6), 5e-7 / math.sqrt(2.5e-13 + 1e-6)],
-                   "eps was added inside the square root (sqrt(var + eps)); use sigma + eps")])
+    a9 = 5e-10 / (5e-10 + 1e-6)
+    inside = [-5e-7 / math.sqrt(2.5e-13 + 1e-6), 5e-7 / math.sqrt(2.5e-13 + 1e-6),
+              -5e-10 / math.sqrt(2.5e-19 + 1e-6), 5e-10 / math.sqrt(2.5e-19 + 1e-6)]
+    _close(out, [-1.0 / 3.0, 1.0 / 3.0, -a9, a9], what="group_advantages([0, 1e-6, 0, 1e-9], 2)",
+           inputs=inp,
+           hints=[(inside, "eps was added inside the square root (sqrt(var + eps)); use sigma + eps"),
+                  ([-1.0 / 3.0, 1.0 / 3.0, 0.0, 0.0],
+                   "the group [0, 1e-9] was treated as constant: its sigma is 5e-10, not 0, so "
+                   "A = +-5e-10 / (5e-10 + eps); only equal rewards give A = 0")])
 
 
 @visible
