@@ -161,12 +161,35 @@ def test_the_operators_for_realistic_mistakes():
     for mid, (before, after) in expect.items():
         assert mid in ms, f"{mid} not among {sorted(ms)}"
         assert (ms[mid].before, ms[mid].after) == (before, after), mid
-    assert {m.operator for m in ms.values()} >= set(OPERATORS[7:])
+    assert {m.operator for m in ms.values()} >= set(OPERATORS[7:13])
     removed = ms["solution.py:13:if->never"].source
     assert "flag:" not in removed and "b.double()" not in removed
     guard = ms["solution.py:7:guard->removed"].source
     assert "bad mode" not in guard and "def g(" in guard
     compile(guard, "guard", "exec")
+
+
+def test_arithmetic_and_negation_are_swapped_one_at_a_time():
+    """``arith``: + <-> -, * <-> / (augmented assignments too); ``negate``: -x -> x, where x is
+    an expression (a negative number is ``constant``'s: -1 -> 0)."""
+    ms = by_id(generate(textwrap.dedent('''\
+        def h(x, n):
+            y = -x.sum() / n
+            y += x.mean() * 2
+            return y - 1 + x * -1
+        ''')))
+    expect = {
+        "solution.py:2:Div->Mult": ("-x.sum() / n", "-x.sum() * n"),
+        "solution.py:2:-x->x": ("-x.sum()", "x.sum()"),
+        "solution.py:3:Add->Sub": ("y += x.mean() * 2", "y -= x.mean() * 2"),
+        "solution.py:3:Mult->Div": ("x.mean() * 2", "x.mean() / 2"),
+        "solution.py:4:Sub->Add": ("y - 1", "y + 1"),
+        "solution.py:4:Mult->Div": ("x * -1", "x / -1"),
+    }
+    for mid, (before, after) in expect.items():
+        assert mid in ms, f"{mid} not among {sorted(ms)}"
+        assert (ms[mid].before, ms[mid].after) == (before, after), mid
+    assert not any(m.operator == "negate" and m.line == 4 for m in ms.values())  # -1 is a number
 
 
 def test_two_operators_that_build_the_same_module_count_once():

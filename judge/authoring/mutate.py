@@ -17,6 +17,8 @@ Each mutant is the reference with exactly one change, from a small fixed set of 
 | `expdiv`     | `exp(a - b)` → `exp(a) / exp(b)` (`torch.exp` and `.exp()`)                 | `exp(a-b)->exp(a)/exp(b)` |
 | `cast`       | `.to(...)`, `.double()`, `.float()`, `.long()`, `.clone()`... → removed (not a mask count's cast) | `to->removed` |
 | `branch`     | one branch of an `if` kept (`if->then`, `if->else`; no else: `if->always`, `if->never`), likewise `a if c else b` | `if->then` |
+| `arith`      | `+` ↔ `-`, `*` ↔ `/` (also `+=`, `-=`, `*=`, `/=`)                          | `Add->Sub`       |
+| `negate`     | `-x` → `x` (a negated expression; a negative number is `constant`'s)       | `-x->x`          |
 
 A mutant's id is ``<file>:<line>:<label>`` (``solution.py:42:LtE->Lt``), with ``#2``, ``#3``...
 appended for the second, third... identical change on the same line, so authors can list

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 OPERATORS = ("comparison", "minmax", "clamp", "detach", "mask", "summean", "constant",
-             "guard", "default", "wheremul", "expdiv", "cast", "branch")
+             "guard", "default", "wheremul", "expdiv", "cast", "branch", "arith", "negate")
 _CASTS = ("to", "double", "float", "half", "long", "int", "bool", "type", "clone", "contiguous")
 _CMP_CALLS = {"lt": "le", "le": "lt", "gt": "ge", "ge": "gt"}  # torch.lt(a, b), a.le(b)
 _CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
@@ -19,6 +19,7 @@ _MINMAX = {"min": "max", "max": "min", "minimum": "maximum", "maximum": "minimum
 _SUMMEAN = {"sum": "mean", "mean": "sum"}
 _CLAMPS = ("clamp", "clip")
 _MASK_WORDS = ("mask", "valid")
+_ARITH = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult}
 
 
 # A site: where a mutation applies and how. ``apply`` receives the copied node and returns
@@ -131,6 +132,17 @@ def sites(tree: ast.AST) -> Iterator[Site]:
             for keep, drop in (("left", "right"), ("right", "left")):
                 if _mentions_mask(getattr(node, drop)) and not _mentions_mask(getattr(node, keep)):
                     yield Site(i, "mask", "*mask->dropped", lambda n, keep=keep: getattr(n, keep))
+        # arithmetic: a + b <-> a - b, a * b <-> a / b (also +=, -=, *=, /=)
+        if isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in _ARITH:
+            new_op = _ARITH[type(node.op)]
+
+            def swap_op(n, new_op=new_op):
+                n.op = new_op()
+                return n
+            yield Site(i, "arith", f"{type(node.op).__name__}->{new_op.__name__}", swap_op)
+        # -x -> x (a negated expression, not a negative literal)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and _number(node) is None:
+            yield Site(i, "negate", "-x->x", lambda n: n.operand)
         # numeric constants: c -> c + 1
         v = _number(node)
         if v is not None and id(node) not in unary_operands:
