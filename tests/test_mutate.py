@@ -192,6 +192,34 @@ def test_arithmetic_and_negation_are_swapped_one_at_a_time():
     assert not any(m.operator == "negate" and m.line == 4 for m in ms.values())  # -1 is a number
 
 
+def test_swapped_arguments_of_a_used_call_and_of_where():
+    """``swap``: torch.where(c, a, b) -> torch.where(c, b, a); a call of a plain function whose
+    value is used gets its first two arguments exchanged (the argument-order mistake); a call
+    made for its effect (a validation helper), a builtin (max is minmax's) and two equal
+    arguments are left alone."""
+    ms = [m for m in generate(textwrap.dedent('''\
+        import torch
+
+
+        def _ratio(a, b):
+            return torch.exp(a - b)
+
+
+        def _check(a, b):
+            pass
+
+
+        def h(x, y, m):
+            _check(x, y)
+            r = _ratio(x, y)
+            return torch.where(m, r, torch.zeros(())), max(x, y), _ratio(x, x)
+        ''')) if m.operator == "swap"]
+    assert [(m.id, m.before, m.after) for m in ms] == [
+        ("solution.py:14:_ratio-args<->", "_ratio(x, y)", "_ratio(y, x)"),
+        ("solution.py:15:where-a<->b", "torch.where(m, r, torch.zeros(()))",
+         "torch.where(m, torch.zeros(()), r)")]
+
+
 def test_two_operators_that_build_the_same_module_count_once():
     src = "def f(x, n=1):\n    return x + n\n"
     ms = generate(src)

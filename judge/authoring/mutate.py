@@ -19,6 +19,7 @@ Each mutant is the reference with exactly one change, from a small fixed set of 
 | `branch`     | one branch of an `if` kept (`if->then`, `if->else`; no else: `if->always`, `if->never`), likewise `a if c else b` | `if->then` |
 | `arith`      | `+` ↔ `-`, `*` ↔ `/` (also `+=`, `-=`, `*=`, `/=`)                          | `Add->Sub`       |
 | `negate`     | `-x` → `x` (a negated expression; a negative number is `constant`'s)       | `-x->x`          |
+| `swap`       | `torch.where(c, a, b)` → `where(c, b, a)`; a used call's first two arguments exchanged (`f(a, b)` → `f(b, a)`; not a builtin, nor a call made for its effect) | `where-a<->b` |
 
 A mutant's id is ``<file>:<line>:<label>`` (``solution.py:42:LtE->Lt``), with ``#2``, ``#3``...
 appended for the second, third... identical change on the same line, so authors can list

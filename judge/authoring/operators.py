@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 OPERATORS = ("comparison", "minmax", "clamp", "detach", "mask", "summean", "constant",
-             "guard", "default", "wheremul", "expdiv", "cast", "branch", "arith", "negate")
+             "guard", "default", "wheremul", "expdiv", "cast", "branch", "arith", "negate", "swap")
 _CASTS = ("to", "double", "float", "half", "long", "int", "bool", "type", "clone", "contiguous")
 _CMP_CALLS = {"lt": "le", "le": "lt", "gt": "ge", "ge": "gt"}  # torch.lt(a, b), a.le(b)
 _CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
@@ -19,6 +19,8 @@ _MINMAX = {"min": "max", "max": "min", "minimum": "maximum", "maximum": "minimum
 _SUMMEAN = {"sum": "mean", "mean": "sum"}
 _CLAMPS = ("clamp", "clip")
 _MASK_WORDS = ("mask", "valid")
+_BUILTIN_CALLS = ("max", "min", "range", "isinstance", "getattr", "setattr", "zip", "map", "round",
+                  "pow", "divmod", "enumerate", "sorted", "print", "issubclass", "hasattr", "type")
 _ARITH = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult}
 
 
@@ -100,6 +102,9 @@ def sites(tree: ast.AST) -> Iterator[Site]:
     yield from _statement_sites(tree, skip)
     unary_operands = {id(n.operand) for n in ast.walk(tree)
                       if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub)}
+    # calls made for their effect (validation: _check_shapes(logp, old_logp)): their arguments
+    # are not swapped, which would only change which of two inputs an error message names
+    statements = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
     for i, node in enumerate(ast.walk(tree)):
         if id(node) in skip:
             continue
@@ -126,7 +131,7 @@ def sites(tree: ast.AST) -> Iterator[Site]:
                 return n
             yield Site(i, "minmax", f"{name}->{_MINMAX[name]}", swap_mm)
         if isinstance(node, ast.Call):
-            yield from _call_sites(i, node)
+            yield from _call_sites(i, node, id(node) in statements)
         # x * mask -> x
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
             for keep, drop in (("left", "right"), ("right", "left")):
@@ -150,7 +155,7 @@ def sites(tree: ast.AST) -> Iterator[Site]:
             yield Site(i, "constant", f"{_fmt(v)}->{_fmt(new_v)}", lambda n, nv=new_v: _literal(nv))
 
 
-def _call_sites(i: int, node: ast.Call) -> Iterator[Site]:
+def _call_sites(i: int, node: ast.Call, statement: bool = False) -> Iterator[Site]:
     name = _name_of(node.func)
     is_method = isinstance(node.func, ast.Attribute) and not _is_torch_call(node)
     # .detach() removed
@@ -216,6 +221,22 @@ def _call_sites(i: int, node: ast.Call) -> Iterator[Site]:
             a, b = _exp_of_difference(n)
             return ast.BinOp(left=_exp_like(n, a), op=ast.Div(), right=_exp_like(n, b))
         yield Site(i, "expdiv", "exp(a-b)->exp(a)/exp(b)", exp_div)
+    # two arguments swapped: torch.where(c, a, b) -> torch.where(c, b, a); a call of the module's
+    # own function, or a binary torch op (torch.minimum(a, b) is minmax's), with its first two
+    # positional arguments exchanged: helper(logp, old_logp) -> helper(old_logp, logp)
+    if name == "where" and _is_torch_call(node) and len(node.args) == 3:
+        def swap_where(n):
+            n.args[1], n.args[2] = n.args[2], n.args[1]
+            return n
+        yield Site(i, "swap", "where-a<->b", swap_where)
+    elif (not statement and isinstance(node.func, ast.Name) and len(node.args) >= 2
+          and not node.func.id[:1].isupper()
+          and node.func.id not in _BUILTIN_CALLS
+          and ast.unparse(node.args[0]) != ast.unparse(node.args[1])):
+        def swap_args(n):
+            n.args[0], n.args[1] = n.args[1], n.args[0]
+            return n
+        yield Site(i, "swap", f"{name}-args<->", swap_args)
     # a dtype cast or a copy dropped: x.to(...), x.double(), x.clone() -> x. Not the cast of a
     # count of a mask (valid.sum(-1).clamp(min=1).to(x.dtype)): torch promotes an integer count
     # exactly where it divides a float, so that mutant is always equivalent.
