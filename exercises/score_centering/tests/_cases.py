@@ -36,9 +36,15 @@ def distributions(g, lead, V, spread=1.0, mismatch=0.7, smooth=0.0):
 
 def _log_softmax(x):
     """log-softmax over the last axis, by max-subtraction as torch.log_softmax does; written out
-    because torch's kernel costs ~1 us a row for a vocabulary this small (the >= 16k-token case)."""
-    m = x.amax(-1, keepdim=True)
+    because torch's kernel costs ~1 us a row for a vocabulary this small (the >= 16k-token case),
+    and its forward and backward split even 3 rows over the intra-op threads, ~0.3 ms of
+    thread start-up a call (the tests' differentiable log-softmax, ``log_softmax``). The max is
+    detached: it cancels in the value, so the gradient is the exact g - softmax * sum(g)."""
+    m = x.detach().amax(-1, keepdim=True)
     return x - m - torch.exp(x - m).sum(-1, keepdim=True).log()
+
+
+log_softmax = _log_softmax
 
 
 def sample(g, log_q):
@@ -95,25 +101,16 @@ def loss_case(g, B, L, V, k, dtype, i, pad=True, pool=0):
 
     ``pool`` > 0: the positions' distributions and heads are drawn for ``pool`` prefixes and each
     position takes one at random (its token, mask and padding its own): the >= 16k-token batch,
-    whose inputs would otherwise cost more than the calls it checks."""
+    whose inputs would otherwise cost more than the calls it checks (``_pooled_case``)."""
     if pool:
-        drawn = heads(g, (pool,), V, k, smooth=smooth_for(dtype, V, k))
-        pick = torch.randint(0, pool, (B, L), generator=g)
-        th, sh, log_p, log_q, ids = (x[pick] for x in drawn)
-    else:
-        th, sh, log_p, log_q, ids = heads(g, (B, L), V, k, smooth=smooth_for(dtype, V, k))
+        return pooled_case(g, B, L, V, k, dtype, i, pad, pool)[:2]
+    th, sh, log_p, log_q, ids = heads(g, (B, L), V, k, smooth=smooth_for(dtype, V, k))
     # The sampled token a ~ q at each position.
     a = sample(g, log_q).unsqueeze(-1)                                        # [B, L, 1]
     logp = log_p.gather(-1, a).squeeze(-1)
     rollout = log_q.gather(-1, a).squeeze(-1)
     adv = randn(g, B)
-    if pad and B * L > 1:
-        mask = torch.rand(B, L, generator=g) < 0.75
-        mask[0, 0] = True
-        if B >= 3:
-            mask[B - 1] = False  # one empty response
-    else:
-        mask = torch.ones(B, L, dtype=torch.bool)
+    mask = _draw_mask(g, B, L, pad)
     if pad:
         fill = GARBAGE[i % len(GARBAGE)]
         pad_m = ~mask
@@ -127,6 +124,47 @@ def loss_case(g, B, L, V, k, dtype, i, pad=True, pool=0):
     tensors = dict(logp=logp.to(dtype), rollout_logp=rollout.to(dtype), train_head_logp=th.to(dtype),
                    sampler_head_logp=sh.to(dtype), advantages=adv.to(dtype), mask=mask)
     return tensors, dict(mode=mode, low=low, high=high)
+
+
+def _draw_mask(g, B, L, pad):
+    if pad and B * L > 1:
+        mask = torch.rand(B, L, generator=g) < 0.75
+        mask[0, 0] = True
+        if B >= 3:
+            mask[B - 1] = False  # one empty response
+        return mask
+    return torch.ones(B, L, dtype=torch.bool)
+
+
+def pooled_case(g, B, L, V, k, dtype, i, pad, pool):
+    """``loss_case`` for ``pool`` drawn prefixes, with the same distribution of inputs and never a
+    [B, L, V] tensor: (prefix, token) pairs are drawn jointly, P(j, a) = q_j(a) / pool (a uniform
+    prefix, then a ~ q_j), by one multinomial over the pool's pool * V entries; the heads (cast to
+    dtype first) are gathered once, each padded position reading an extra garbage row (the same
+    fills as ``loss_case``'s masked_fill). Returns (tensors, kwargs, (pick [B, L], the pool's two
+    heads [pool (+ 1 garbage row when padded), k] in dtype)): position (b, t)'s heads are row
+    pick[b, t], so a test can evaluate the heads once per prefix."""
+    th, sh, log_p, log_q, _ = heads(g, (pool,), V, k, smooth=smooth_for(dtype, V, k))
+    joint = torch.multinomial(log_q.exp().flatten(), B * L, replacement=True, generator=g).view(B, L)
+    pick = joint.div(V, rounding_mode="floor")                                # [B, L] prefix
+    logp, rollout = log_p.flatten()[joint], log_q.flatten()[joint]              # at the token a
+    adv = randn(g, B)
+    mask = _draw_mask(g, B, L, pad)
+    if pad:
+        logp = logp.masked_fill(~mask, GARBAGE[i % len(GARBAGE)])
+        rollout = rollout.masked_fill(~mask, GARBAGE[(i + 1) % len(GARBAGE)])
+        th = torch.cat([th, torch.full((1, k), GARBAGE[i % len(GARBAGE)], dtype=D)])
+        sh = torch.cat([sh, torch.full((1, k), GARBAGE[(i + 2) % len(GARBAGE)], dtype=D)])
+        pick = torch.where(mask, pick, pool)
+    mode, low, high = mode_and_bounds(g, i)
+    if i % 4 == 1:
+        mask = mask.to(dtype)  # 0/1 float masks are accepted too
+    rows = pick.reshape(-1, 1).expand(-1, k)  # gather, not th[pick]: CPU advanced indexing splits
+    at = lambda x: x.to(dtype).gather(0, rows).view(B, L, k)  # even 2k rows over the threads  # noqa: E731
+    th, sh = th.to(dtype), sh.to(dtype)
+    tensors = dict(logp=logp.to(dtype), rollout_logp=rollout.to(dtype), train_head_logp=at(th),
+                   sampler_head_logp=at(sh), advantages=adv.to(dtype), mask=mask)
+    return tensors, dict(mode=mode, low=low, high=high), (pick, th, sh)
 
 
 def strided(t: dict) -> dict:

@@ -9,7 +9,9 @@ the metrics are always those of the plain run. tests/test_experiments.py checks 
 
 import torch
 
-from judge.testing import batch, check_tensor
+from judge.testing import batch, check_tensor, sibling
+
+cases = sibling(__file__, "_cases")
 
 STEP_ATOL = 1e-13  # a guided step lands this close to the reference's next logits, or the runs go
                    # step by step (50 steps: <= 5e-12 apart; T3 compares at 1e-9 and 1e-10)
@@ -36,7 +38,7 @@ def _queue_steps(experiment, b, zs, log_q, ids, rollout, adv):
     """
     T, V, k = zs.shape[0], log_q.shape[0], ids.shape[0]
     z = zs.clone().requires_grad_(True)                                  # [T, V], one leaf per step
-    lp = torch.log_softmax(z, -1)                                        # [T, V]
+    lp = cases.log_softmax(z)             # [T, V] (torch.log_softmax splits the T rows over threads)
     logp = lp[:, experiment.TOKENS].reshape(T * V, 1)                    # step t's rows: t*V .. t*V+V-1
     train_head = lp[:, ids].unsqueeze(1).expand(T, V, k).reshape(T * V, 1, k)  # one prefix per step
     sampler_head = log_q[ids].expand(T * V, k).reshape(T * V, 1, k)

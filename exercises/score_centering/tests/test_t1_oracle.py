@@ -17,7 +17,7 @@ m A coef / N (train_head_logp). Padding holds NaN / inf / 1e30.
 import torch
 
 from judge import cases as shared
-from judge.testing import assert_close, backward_all, batch, leaf, sibling, visible
+from judge.testing import assert_close, backward_all, backward_losses, batch, leaf, sibling, visible
 
 cases = sibling(__file__, "_cases")
 LOSS_ARGS = ("logp", "rollout_logp", "train_head_logp", "sampler_head_logp", "advantages", "mask")
@@ -87,6 +87,7 @@ def _check_loss(sub, oracle, ctx, salt, sizes=None):
             else:
                 pending = b.sc_policy_loss(**args, **kw)
             runs.append((kind, t, kw, logp, head, pending))
+    checked = []  # every value first, then one backward pass for all the losses (each on its own leaves)
     for kind, t, kw, logp, head, pending in runs:
         loss = pending.value
         inputs = {**t, **kw}
@@ -96,7 +97,10 @@ def _check_loss(sub, oracle, ctx, salt, sizes=None):
         want, g_logp, g_head = oracle.sc_policy_loss_and_grads(**t, **kw)
         assert_close(loss, want, what=f"sc_policy_loss (mode={kw['mode']!r}; {where})",
                      inputs=inputs, **tol)
-        loss.backward()
+        checked.append((loss, f"sc_policy_loss (mode={kw['mode']!r}; {where})", kw, logp, head, inputs, tol, where,
+                        g_logp, g_head))
+    backward_losses([c[0] for c in checked], [c[1] for c in checked])
+    for loss, _, kw, logp, head, inputs, tol, where, g_logp, g_head in checked:
         assert_close(logp.grad, g_logp, what=f"d loss / d logp (= -m A w_a / N; mode={kw['mode']!r}; {where})",
                      inputs=inputs, **tol)
         assert_close(head.grad, g_head,

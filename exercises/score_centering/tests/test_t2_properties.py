@@ -190,10 +190,10 @@ def test_gradient_identity_full_vocabulary_centering(sub, ctx):
             a = torch.tensor([[d[3]] for d in drawn])               # [n, 1]
             A = torch.tensor([d[4] for d in drawn], dtype=D)        # [n]
             zc = leaf(z0)
-            correction = b.sc_correction(torch.log_softmax(zc, -1).gather(-1, ids), log_q.gather(-1, ids),
+            correction = b.sc_correction(cases.log_softmax(zc).gather(-1, ids), log_q.gather(-1, ids),
                                          mode=mode, low=low, high=high)
             z = leaf(z0)
-            lp = torch.log_softmax(z, -1)
+            lp = cases.log_softmax(z)                               # [n, V]: torch's splits the rows over threads
             loss = b.sc_policy_loss(lp.gather(-1, a), log_q.gather(-1, a), lp.gather(-1, ids).unsqueeze(1),
                                     log_q.gather(-1, ids).unsqueeze(1), A, torch.ones(n, 1, dtype=torch.bool),
                                     mode=mode, low=low, high=high)
@@ -255,9 +255,9 @@ def test_eps_floors_keep_extremes_finite(sub, oracle, ctx):
     the three heads in one call per mode (leading shape [3]; each position's floors its own).
     Each mode also with eps = 1e-3 passed (not the default) on those heads and a fourth, tail
     masses 1 - P_H = 1.5e-3, 1 - Q_H = 5e-4: rho = 1/3 under the default eps, 2/3 under 1e-3
-    (1/rho = 3 is outside mis's band [0.5, 2], 1.5 inside); and one sc_policy_loss call with
-    eps = 1e-3 on the same heads: an eps that is ignored, or not passed from the loss to the
-    correction, changes the value."""
+    (1/rho = 3 is outside mis's band [0.5, 2], 1.5 inside); and one sc_policy_loss call per mode
+    with eps = 1e-3 on the same heads: an eps that is ignored, or not passed from the loss to the
+    correction (in any one mode's branch), changes the value."""
     rows = [
         ("P_H = 1 exactly, Q_H = 0.8", [0.5, 0.5], [0.5, 0.3]),
         ("P_H = 1 - 1e-12, Q_H = 0.8", [0.5, 0.5 - 1e-12], [0.5, 0.3]),
@@ -280,9 +280,12 @@ def test_eps_floors_keep_extremes_finite(sub, oracle, ctx):
                      torch.log(torch.tensor([[0.25, 0.3, 0.35, 0.5]], dtype=D)),
                      th0.unsqueeze(0), sh.unsqueeze(0), torch.tensor([1.5], dtype=D),
                      torch.ones(1, 4, dtype=torch.bool))
-        loss_kw = dict(mode="tis", low=0.0, high=2.0, eps=1e-3)
-        x, xh = leaf(loss_args[0]), leaf(loss_args[2])
-        loss = b.sc_policy_loss(x, loss_args[1], xh, *loss_args[3:], **loss_kw)
+        # every mode: a loss that passes eps on in one mode's branch only is off in the others
+        losses = []
+        for mode in ("none", "tis", "mis"):
+            loss_kw = dict(mode=mode, low=0.0 if mode != "mis" else 0.5, high=2.0, eps=1e-3)
+            x, xh = leaf(loss_args[0]), leaf(loss_args[2])
+            losses.append((loss_kw, x, xh, b.sc_policy_loss(x, loss_args[1], xh, *loss_args[3:], **loss_kw)))
     passed_as = lambda eps: "eps omitted (default 1e-6)" if eps is None else f"eps={eps} passed"
     values = [check_tensor(pending.value, what=f"sc_correction on heads of shape ({n}, 2) (mode={mode!r}, "
                                                f"{passed_as(eps)})", shape=(n,))
@@ -313,14 +316,16 @@ def test_eps_floors_keep_extremes_finite(sub, oracle, ctx):
                          inputs=inputs)
     shown = dict(zip(("logp", "rollout_logp", "train_head_logp", "sampler_head_logp", "advantages", "mask"),
                      loss_args))
-    what = "sc_policy_loss(mode='tis', low=0, high=2, eps=1e-3) on the four heads above (eps reaches the correction)"
-    out = loss.value
-    want, g_logp, g_head = oracle.sc_policy_loss_and_grads(*loss_args, **loss_kw)
-    assert_close(out, want, what=what, inputs=shown)
-    out.backward()
-    if xh.grad is None:
-        raise Feedback(f"{what}: no gradient reached train_head_logp")
-    assert_close(xh.grad, g_head, what=f"d loss / d train_head_logp, {what}", inputs=shown)
+    outs = [pending.value for *_, pending in losses]
+    backward_sums(outs)  # one pass for the three 0-d losses
+    for (loss_kw, x, xh, _), out in zip(losses, outs):
+        what = (f"sc_policy_loss(mode={loss_kw['mode']!r}, low={loss_kw['low']:g}, high=2, eps=1e-3) on the four "
+                f"heads above (eps reaches the correction)")
+        want, g_logp, g_head = oracle.sc_policy_loss_and_grads(*loss_args, **loss_kw)
+        assert_close(out, want, what=what, inputs=shown)
+        if xh.grad is None:
+            raise Feedback(f"{what}: no gradient reached train_head_logp")
+        assert_close(xh.grad, g_head, what=f"d loss / d train_head_logp, {what}", inputs=shown)
 
 
 def test_mis_endpoints_are_inclusive(sub, ctx):

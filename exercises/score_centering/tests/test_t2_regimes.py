@@ -6,9 +6,10 @@ Which test covers which class of mistake:
   that overflow to inf: "mis" selects 0 (never inf * 0 = NaN), "tis" clamps.
 - test_token_ratio_ties_on_neighbouring_floats: every float64 whose exp(logp - rollout_logp) is
   exactly a bound (and the next one outward), "tis" and "mis": a log-space comparison misjudges
-  them.
+  them; and a one-point "mis" band low == high (valid: it keeps the ratio equal to both).
 - test_tiny_probabilities: head and token log-probs near e^-110 (float32) / e^-800 (float64):
-  p / q is 0/0, form every ratio from a log difference.
+  p / q is 0/0, form every ratio from a log difference; a head ratio p / q = 0 with q = 0.1 under
+  "tis" with low = 0 (a ratio floored at 1e-8 gives the coefficient q * 1e-8, not 0).
 - test_mixed_dtypes_and_mask_encodings: float64 advantages and bool / float32 / float64 / int64
   masks with float32 log-probs, every mode: the loss stays in logp's dtype.
 - test_other_mask_dtypes: bfloat16 and float16 0/1 masks on three rows of 683 valid tokens
@@ -102,7 +103,9 @@ def test_token_ratio_ties_on_neighbouring_floats(sub):
     with batch(sub) as b:
         calls = []
         for dtype in (F64,):  # float64: float64-internal styles are native there too
-            for mode, low, high in (("mis", 0.5, 2.0), ("mis", 0.8, 1.2), ("tis", 0.8, 1.28), ("mis", 0.3, 1.28)):
+            # ("mis", 1.28, 1.28): low == high is valid, a one-point band that keeps a ratio of exactly 1.28
+            for mode, low, high in (("mis", 0.5, 2.0), ("mis", 0.8, 1.2), ("tis", 0.8, 1.28), ("mis", 0.3, 1.28),
+                                    ("mis", 1.28, 1.28)):
                 lo_a, lo_b = shared.onto_bound(low, dtype)
                 hi_a, hi_b = shared.onto_bound(high, dtype)
                 xs = torch.stack([lo_a, lo_b, _outward(lo_a, False), hi_a, hi_b, _outward(hi_b, True)])
@@ -134,9 +137,11 @@ def test_tiny_probabilities(sub, oracle):
         for dtype in (F32, F64):
             t = shared.TINY_LOGP[dtype]
             # head: two ordinary tokens and two whose probabilities underflow in both heads
-            # (the last entry: p ordinary, q underflowing, so p / q overflows to inf)
-            th = torch.tensor([[[math.log(0.4), math.log(0.3), t, t + 0.5, math.log(0.05)]]], dtype=F64)
-            sh = torch.tensor([[[math.log(0.35), math.log(0.4), t - 0.2, t + 1.0, t]]], dtype=F64)
+            # (then p ordinary, q underflowing, so p / q overflows to inf; and p underflowing, q =
+            # 0.1: p / q = 0, whose coefficient q f(0) - alpha' p is exactly 0 under "tis" with
+            # low = 0, not the q * 1e-8 of a ratio floored with clamp(min=1e-8))
+            th = torch.tensor([[[math.log(0.4), math.log(0.3), t, t + 0.5, math.log(0.05), t]]], dtype=F64)
+            sh = torch.tensor([[[math.log(0.35), math.log(0.4), t - 0.2, t + 1.0, t, math.log(0.1)]]], dtype=F64)
             logp = torch.tensor([[t + 0.1]], dtype=F64)
             rollout = torch.tensor([[t]], dtype=F64)
             th, sh, logp, rollout = (v.to(dtype) for v in (th, sh, logp, rollout))
@@ -271,41 +276,61 @@ def test_validation_with_empty_masks(sub):
         expect_raises(ValueError, pending.get, what=what)
 
 
-def _drawn(g, B, L, i, max_v=9, pool=0):
-    dtype = shared.DTYPES[i % 2]
-    V = int(torch.randint(2, max_v + 1, (), generator=g))
-    k = int(torch.randint(1, V + 1, (), generator=g))
-    t, kw = cases.loss_case(g, B, L, V, k, dtype, i, pool=pool)
-    t["mask"] = shared.as_mask(t["mask"] != 0, shared.MASK_KINDS[i % len(shared.MASK_KINDS)])
-    return t, kw
-
-
-def _check(trusted, grads, t, kw, logp, head, loss, label):
-    loss = loss.value
-    what = f"sc_policy_loss(mode={kw['mode']!r}, low={kw['low']}, high={kw['high']}) on {label}"
-    tol = dict(rtol=2e-5, atol=1e-5) if t["logp"].dtype == F32 else {}  # float32 heads: see test_t1_oracle
-    assert_close(loss, trusted.sc_policy_loss(**t, **kw), what=what, inputs=t, **tol)
-    loss.backward()
-    g_logp, g_head = grads(t, kw)
-    assert_close(logp.grad, g_logp, what=f"d loss / d logp, {what}", inputs=t, **tol)
-    assert_close(head.grad, g_head, what=f"d loss / d train_head_logp, {what}", inputs=t, **tol)
+def _f(x, mode, low, high):
+    """The IS rule on ratios x (test-side), compared in x's dtype."""
+    if mode == "none":
+        return torch.ones_like(x)
+    if mode == "tis":
+        return x.clamp(low, high)
+    return torch.where((x >= low) & (x <= high), x, torch.zeros_like(x))
 
 
 def test_large_batch_matches_reference(sub, ref, ctx):
+    """One batch of B * L >= 16384 tokens against the reference, evaluated per prefix: every
+    position's heads are one of the 1024 drawn prefixes' (cases.pooled_case), so the reference's
+    sc_correction runs once on the [1024, k] pool (value and coefficients sg(q w - alpha' p) by
+    its gradient) and each position takes its prefix's, with w_a, A, the mask and the token-mean
+    N = max(1, sum m) computed here in float64: loss = sum m (-A w_a logp + A c) / N, d loss /
+    d logp = -m A w_a / N, d loss / d train_head_logp = m A coef / N (the ratio exp(logp -
+    rollout_logp) and f in the input's dtype, as the spec says)."""
     g = ctx.generator(303)
     B, L = shared.shapes(g)[-1]
-    t, kw = _drawn(g, B, L, int(torch.randint(0, 6, (), generator=g)), max_v=5, pool=1024)
-
-    def grads(t, kw):
-        x, h = leaf(t["logp"]), leaf(t["train_head_logp"])
-        ref.sc_policy_loss(**{**t, "logp": x, "train_head_logp": h}, **kw).backward()
-        return x.grad, h.grad
-
+    i = int(torch.randint(0, 6, (), generator=g))
+    dtype = shared.DTYPES[i % 2]
+    V = int(torch.randint(2, 6, (), generator=g))
+    k = int(torch.randint(1, V + 1, (), generator=g))
+    t, kw, (pick, th_pool, sh_pool) = cases.pooled_case(g, B, L, V, k, dtype, i, True, 1024)
+    valid = t["mask"] != 0
+    t["mask"] = shared.as_mask(valid, shared.MASK_KINDS[i % len(shared.MASK_KINDS)])
     logp, head = leaf(t["logp"]), leaf(t["train_head_logp"])
     with batch(sub) as b:
         loss = b.sc_policy_loss(**{**t, "logp": logp, "train_head_logp": head}, **kw)
-    _check(ref, grads, t, kw, logp, head, loss,
-           f"a large batch [{B}, {L}, {t['train_head_logp'].shape[-1]}] ({t['logp'].dtype}, {t['mask'].dtype} mask)")
+    # while the submission runs: the reference's correction once per prefix (the garbage row of
+    # the padded positions left out: they read row 1024, whose value and coefficients are 0 here)
+    hp = th_pool[:1024].detach().requires_grad_()
+    c_pool = ref.sc_correction(hp, sh_pool[:1024], **kw)
+    c_pool.sum().backward()
+    c_pool = torch.cat([c_pool.detach().to(F64), torch.zeros(1, dtype=F64)])
+    coef_pool = torch.cat([hp.grad.to(F64), torch.zeros(1, k, dtype=F64)])
+    zero = torch.zeros((), dtype=dtype)
+    lp, lr = torch.where(valid, t["logp"], zero), torch.where(valid, t["rollout_logp"], zero)
+    w_a = _f(torch.exp(lp - lr), kw["mode"], kw["low"], kw["high"]).to(F64)
+    A = t["advantages"].to(F64).unsqueeze(-1)
+    n = max(1, int(valid.sum()))
+    per_token = torch.where(valid, -A * w_a * lp.to(F64) + A * c_pool[pick], 0.0)
+    want = per_token.sum() / n
+    want_g_logp = torch.where(valid, -A * w_a / n, 0.0)
+    rows = pick.reshape(-1, 1).expand(-1, k)
+    want_g_head = coef_pool.gather(0, rows).view(B, L, k) * (A / n).unsqueeze(-1)  # padded rows: 0
+
+    label = f"a large batch [{B}, {L}, {k}] ({dtype}, {t['mask'].dtype} mask)"
+    loss = loss.value
+    what = f"sc_policy_loss(mode={kw['mode']!r}, low={kw['low']}, high={kw['high']}) on {label}"
+    tol = dict(rtol=2e-5, atol=1e-5) if dtype == F32 else {}  # float32 heads: see test_t1_oracle
+    assert_close(loss, want, what=what, inputs=t, **tol)
+    loss.backward()
+    assert_close(logp.grad, want_g_logp, what=f"d loss / d logp, {what}", inputs=t, **tol)
+    assert_close(head.grad, want_g_head, what=f"d loss / d train_head_logp, {what}", inputs=t, **tol)
 
 
 def test_policy_loss_defaults_omitted(sub, oracle):
