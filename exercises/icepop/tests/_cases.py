@@ -84,3 +84,31 @@ def cases(g: torch.Generator, random_bounds: bool = True, limit: int | None = No
         yield case, (low, high)
 
 
+
+
+def closed_form(weights, logp, old_logp, advantages, mask, *, eps_low=0.2, eps_high=0.2,
+                aggregations=(True, False)):
+    """{per_token_loss: (loss, d loss / d logp)} in float64 for large inputs, every aggregation
+    from one vectorised pass, no autograd: the spec's per-token loss -min(r A, clip(r) A) and its
+    gradient -A r where the unclipped branch is active (A > 0: r < 1 + eps_high; A < 0:
+    r > 1 - eps_low), times ``weights`` (the reference's icepop_weights: its native-dtype band
+    decisions). The scalar oracle's formulas, vectorised; for inputs whose PPO ratios are kept
+    off the clip edges (make_case pushes them away; a tie's gradient is a convention) and finite."""
+    valid = mask != 0
+    zero = torch.zeros((), dtype=F64)
+    w = torch.where(valid, weights.to(F64), zero)
+    d = torch.where(valid, logp.to(F64) - old_logp.to(F64), zero)
+    r = torch.exp(d)
+    a = advantages.to(F64)[:, None]
+    tok = torch.where(valid, -w * torch.minimum(r * a, r.clamp(1.0 - eps_low, 1.0 + eps_high) * a), zero)
+    active = torch.where(a > 0, r < 1.0 + eps_high, (a < 0) & (r > 1.0 - eps_low))
+    grad = torch.where(valid & active, -w * a * r, zero)
+    out = {}
+    for per_token in aggregations:
+        if per_token:
+            n = valid.sum().clamp(min=1).to(F64)
+            out[True] = (tok.sum() / n, grad / n)
+        else:
+            n = valid.sum(1, keepdim=True).clamp(min=1).to(F64) * max(1, logp.shape[0])
+            out[False] = ((tok / n).sum(), grad / n)
+    return out

@@ -22,7 +22,9 @@ import math
 import torch
 
 from judge import cases as shared
-from judge.testing import Feedback, batch, check_count_loss, check_tensor, describe, expect_raises, leaf, visible
+from judge.testing import Feedback, batch, check_count_loss, check_tensor, describe, expect_raises, leaf, sibling, visible
+
+cases = sibling(__file__, "_cases")
 
 F32, F64 = torch.float32, torch.float64
 
@@ -223,9 +225,14 @@ def test_other_mask_dtypes(sub, ref):
         queued = [(case, counts, dt, pt, b.icepop_ppo_loss(leaf(case[0]), *case[1:4], case[4].to(dt),
                                                            per_token_loss=pt))
                   for case, counts, dt, pt in plan]
-    distinct = {(id(case), pt): case for case, _, _, pt in plan}
-    want = {key: ref.icepop_ppo_loss(*case, per_token_loss=key[1])  # while the submission runs
-            for key, case in distinct.items()}
+    # while the submission runs: per case, both aggregations' expected losses from one
+    # vectorised pass over the reference's weights (_cases.closed_form), counts in float64
+    want = {}
+    for case in {id(c): c for c, _, _, _ in plan}.values():
+        lp, old, rollout, adv, valid = case
+        for pt, (loss, _) in cases.closed_form(ref.icepop_weights(old, rollout, valid), lp, old, adv,
+                                               valid).items():
+            want[id(case), pt] = loss
     for case, counts, dt, per_token, pending in queued:
         check_count_loss(pending.value, want[id(case), per_token], fn="icepop_ppo_loss", setting=f"per_token_loss={per_token}",
                          mask_dtype=dt, counts=counts)

@@ -45,7 +45,10 @@ def _queue_loss(b, ctx, salt, per_token, limit=None, start=0):
     g = ctx.generator(salt)
     queued = []
     for case, (low, high) in cases.cases(g, limit=limit, start=start):
-        eps_low, eps_high = 0.2, 0.28 if per_token else 0.2
+        # asymmetric widths under both aggregations (make_case keeps r off 1.28 too): a branch
+        # that builds its clip from one width (clip(r, 1 - eps_low, 1 + eps_low)) is seen on
+        # every size, not only where test_widths_used_as_given's draws happen to reach it
+        eps_low, eps_high = 0.2, 0.28
         kw = dict(eps_low=eps_low, eps_high=eps_high, low=low, high=high,
                   per_token_loss=per_token)
         lp = leaf(case["logp"])
