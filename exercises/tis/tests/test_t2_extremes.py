@@ -10,7 +10,8 @@ Which test covers which class (issue 17):
 - test_full_is_with_a_huge_upper_bound: behaviour log-ratios of 25 under tis_high = 1e12 give
   weight e^25 (SkyRL's safe_exp_delta clamps the log-ratio at 20 first: e^20); under 1e30
   (float32) / 1e300 (float64), log-ratios of 40 to 68 / 690 give e^40 ... (a clamp at 30 shows).
-- test_ppo_widths_used_as_given: eps_low / eps_high of 0, 1 and 1.5 checked for values.
+- test_ppo_widths_used_as_given: eps_low / eps_high of 0, 1, 1.5 and a negative width checked for
+  values, with ratios 3e-6 (relative) inside a bound (an isclose() "on the bound" test).
 """
 
 from __future__ import annotations
@@ -132,6 +133,13 @@ def test_ppo_widths_used_as_given(sub):
         (0.0, 0.0, [math.log(1.3), math.log(0.7)], [1.0, -1.0], [-1.0, 1.0], [0.0, 0.0]),
         (1.0, 0.5, [math.log(0.25), math.log(1.6)], [-1.0, 2.0], [0.25, -3.0], [0.25, 0.0]),
         (1.5, 0.5, [math.log(0.25), math.log(0.5)], [-1.0, 1.0], [0.25, -0.5], [0.25, -0.5]),
+        # a negative width is used as given too (band [1.1, 1.3]; raising on eps < 0 is a rule
+        # the spec does not have); the last two ratios sit 3e-6 (relative) inside the upper bound
+        # with A > 0 and inside the lower one with A < 0: unclipped, gradient -A r, where an
+        # isclose() test of "on the bound" (rtol 1e-5) takes them as clipped and gives 0
+        (-0.1, 0.3, [math.log(1.05), math.log(1.05), math.log(1.3 * (1 - 3e-6)), math.log(1.1 * (1 + 3e-6))],
+         [1.0, -1.0, 1.0, -1.0], [-1.05, 1.1, -1.3 * (1 - 3e-6), 1.1 * (1 + 3e-6)],
+         [-1.05, 0.0, -1.3 * (1 - 3e-6), 1.1 * (1 + 3e-6)]),
     ]
     with batch(sub) as b:
         queued = [(row, _queue(b, row[2], row[3], F64, eps_low=row[0], eps_high=row[1])) for row in table]

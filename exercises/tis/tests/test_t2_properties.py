@@ -31,14 +31,16 @@ def _exact(log_ratio: torch.Tensor, expected: list[float], what: str) -> None:
 def test_contrast_table(sub):
     # rho -> weight with the default [0, 2]: 0.3 -> .3, 0.5 -> .5, 1 -> 1, 2 -> 2, 4 -> 2.
     # (IcePop [.5, 2] would give 0, .5, 1, 2, 0 and GLM-5's strict (.5, 2) gives 0, 0, 1, 0, 0.)
-    rhos = [0.3, 0.5, 1.0, 2.0, 4.0]
+    # Then 2 (1 - 3e-6), 3e-6 (relative) below U: kept as is; an isclose() snap to the bound
+    # (rtol 1e-5) is off by 3e-6, which the float64 tolerance sees.
+    rhos = [0.3, 0.5, 1.0, 2.0, 4.0, 2 * (1 - 3e-6)]
     with batch(sub) as b:
         queued = []
         for dtype in (F32, F64):
-            old = torch.tensor([[math.log(0.3), -LN2, 0.0, LN2, 2 * LN2]], dtype=dtype)
-            _exact(old[0], [None, 0.5, 1.0, 2.0, 4.0], str(dtype))
-            rollout = torch.zeros(1, 5, dtype=dtype)
-            mask = torch.ones(1, 5, dtype=torch.bool)
+            old = torch.tensor([[math.log(0.3), -LN2, 0.0, LN2, 2 * LN2, LN2 + math.log1p(-3e-6)]], dtype=dtype)
+            _exact(old[0], [None, 0.5, 1.0, 2.0, 4.0, None], str(dtype))
+            rollout = torch.zeros(1, 6, dtype=dtype)
+            mask = torch.ones(1, 6, dtype=torch.bool)
             queued.append((dtype, old, rollout, b.tis_weights(old, rollout, mask)))
         # rho = 1 is clamped like any ratio: one tensor passed as both log-probs (rho = 1 on
         # every token) with clip_low = 1.5 weighs 1.5, not the 1 of "nothing to correct"
@@ -51,7 +53,7 @@ def test_contrast_table(sub):
         w = pending.value
         want = torch.exp(old).clamp(max=2.0)
         assert_close(w, want, what=f"tis_weights for rho = {rhos} ({dtype}): expected "
-                     f"[0.3, 0.5, 1, 2, 2] (clamp, never zero)",
+                     f"[0.3, 0.5, 1, 2, 2, 1.999994] (clamp, never zero; a ratio near U is not U)",
                      inputs={"old_logp": old, "rollout_logp": rollout})
 
 
