@@ -189,6 +189,9 @@ def test_rejects_shape_mismatch(sub, ctx):
         ("x of shape (2, 4) but router_logits of shape (3, 5)", x[:2], w),
         ("1-D x", x[0], w),
         ("expert_weight of shape (4, 4, 3) for E=5", x, w[:4]),
+        # more experts than router_logits has: ids < E index it fine, so a check of
+        # shape[0] >= E (or none) lets it through; the spec asks for exactly [E, D, D_out]
+        ("expert_weight of shape (6, 4, 3) for E=5", x, torch.cat([w, w[:1]])),
         ("expert_weight of shape (5, 3, 3) for D=4", x, w[:, :3]),
         ("2-D expert_weight of shape (5, 4)", x, w[:, :, 0]),
     ]
