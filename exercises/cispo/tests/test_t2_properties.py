@@ -5,8 +5,9 @@ Which test covers which class (more in test_t2_regimes.py):
 - test_inside_band_gradient_equals_ppo_clip / test_clipped_tokens_keep_a_bounded_gradient /
   test_on_policy_is_reinforce: the gradient next to PPO (min-surrogate and zero-gradient mistakes).
 - test_anchor_old_ignores_rollout_logp_without_tis / test_tis_weight_multiplies_token_loss: the
-  TIS factor and its default (off).
-- test_bounds_and_endpoints: exact ties at both bounds (exp(+-log 2)), the default band [0, 5].
+  TIS factor and its default (off); a TIS ratio 3e-6 below its cap 2 (an isclose() snap).
+- test_bounds_and_endpoints: exact ties at both bounds (exp(+-log 2)), ratios 3e-6 inside both
+  bounds (a torch.isclose() snap onto a bound), the default band [0, 5].
 - test_extreme_log_ratios: +-1000 and e^-800 / e^-1800 log-probs (0/0 quotients), every
   configuration (+-25 ... +-700 per dtype, SkyRL's +-20 clamp: test_t2_regimes).
 - test_padding_is_neutralised: NaN / +-inf / 1e30 padding (two fills a call, mixed across
@@ -183,34 +184,40 @@ def test_tis_weight_multiplies_token_loss(sub):
     with batch(sub) as b:
         calls = []
         for dtype in (F64, torch.float32):
-            logp = torch.tensor([[-1.0, -0.5, -2.0, -0.3]], dtype=dtype)
+            logp = torch.tensor([[-1.0, -0.5, -2.0, -0.3, -0.8]], dtype=dtype)
             old = logp.clone()  # r = 1: only the TIS factor acts
-            rollout = old - torch.tensor([[math.log(0.5), math.log(1.5), math.log(3.0), -1000.0]], dtype=dtype)
+            # the last TIS ratio is 3e-6 (relative) below its cap 2: kept as is, where a
+            # torch.isclose() snap onto the bound (rtol 1e-5) gives 2
+            rollout = old - torch.tensor([[math.log(0.5), math.log(1.5), math.log(3.0), -1000.0,
+                                           math.log(2.0) + math.log1p(-3e-6)]], dtype=dtype)
             adv = torch.tensor([2.0], dtype=dtype)
-            mask = torch.ones(1, 4, dtype=torch.bool)
+            mask = torch.ones(1, 5, dtype=torch.bool)
             x = leaf(logp)
             calls.append((dtype, logp, old, rollout, adv, x,
                           b.cispo_loss(x, old, adv, mask, rollout_logp=rollout, tis_enabled=True,
                                        eps_low=0.2, eps_high=0.2)))
     for dtype, logp, old, rollout, adv, x, loss in calls:
         loss = loss.value
-        tis = torch.tensor([0.5, 1.5, 2.0, 0.0], dtype=F64)
+        tis = torch.tensor([0.5, 1.5, 2.0, 0.0, 2.0 * (1 - 3e-6)], dtype=F64)
         inputs = {"logp": logp, "old_logp": old, "rollout_logp": rollout, "advantages": adv}
-        assert_close(loss, -(tis * 2.0 * logp.to(F64)[0]).sum() / 4, inputs=inputs,
-                     what=f"cispo_loss with tis_enabled (TIS ratios [0.5, 1.5, 3, e^-1000] -> weights "
-                          f"[0.5, 1.5, 2, 0], {dtype})")
+        assert_close(loss, -(tis * 2.0 * logp.to(F64)[0]).sum() / 5, inputs=inputs,
+                     what=f"cispo_loss with tis_enabled (TIS ratios [0.5, 1.5, 3, e^-1000, 2(1 - 3e-6)] "
+                          f"-> weights [0.5, 1.5, 2, 0, 2(1 - 3e-6)], {dtype})")
         loss.backward()
-        assert_close(x.grad, (-tis * 2.0 / 4)[None], inputs=inputs,
+        assert_close(x.grad, (-tis * 2.0 / 5)[None], inputs=inputs,
                      what=f"d loss / d logp with tis_enabled (-tis * r_hat * A / N, {dtype})")
 
 
 def test_bounds_and_endpoints(sub):
     """Ratios exactly on a bound give the bound; outside give the bound; inside pass through."""
-    # log-ratios exactly +-log 2 make exp() give exactly 2.0 and 0.5 in both dtypes
+    # log-ratios exactly +-log 2 make exp() give exactly 2.0 and 0.5 in both dtypes; the last two
+    # ratios sit 3e-6 (relative) inside the band [0.5, 2]: passed through, where a torch.isclose()
+    # snap onto a bound (rtol 1e-5) returns the bound
     with batch(sub) as b:
         calls = []
         for dtype in (F64, torch.float32):
-            lr = torch.tensor([[math.log(2.0), -math.log(2.0), math.log(3.0), math.log(0.25), math.log(1.5), 0.0]],
+            lr = torch.tensor([[math.log(2.0), -math.log(2.0), math.log(3.0), math.log(0.25), math.log(1.5), 0.0,
+                                math.log(2.0) + math.log1p(-3e-6), -math.log(2.0) + math.log1p(3e-6)]],
                               dtype=dtype)
             assert float(torch.exp(lr[0, 0])) == 2.0 and float(torch.exp(lr[0, 1])) == 0.5
             anchor = torch.zeros_like(lr)
@@ -218,10 +225,11 @@ def test_bounds_and_endpoints(sub):
             calls.append((dtype, lr, anchor, b.cispo_weights(lr, anchor, mask, eps_low=0.5, eps_high=1.0),
                           b.cispo_weights(lr, anchor, mask)))
     for dtype, lr, anchor, w_band, w_default in calls:
-        expected = torch.tensor([[2.0, 0.5, 2.0, 0.5, float(torch.exp(lr[0, 4])), 1.0]], dtype=F64)
+        expected = torch.tensor([[2.0, 0.5, 2.0, 0.5, float(torch.exp(lr[0, 4])), 1.0,
+                                  float(torch.exp(lr[0, 6])), float(torch.exp(lr[0, 7]))]], dtype=F64)
         assert_close(w_band.value, expected, inputs={"logp": lr, "anchor_logp": anchor},
                      what=f"cispo_weights with band [0.5, 2] (eps_low=0.5, eps_high=1.0), ratios "
-                          f"[2, 0.5, 3, 0.25, 1.5, 1] ({dtype})")
+                          f"[2, 0.5, 3, 0.25, 1.5, 1, 2(1 - 3e-6), 0.5(1 + 3e-6)] ({dtype})")
         expected = torch.exp(lr.to(F64)).clamp(0.0, 5.0)
         assert_close(w_default.value, expected, inputs={"logp": lr, "anchor_logp": anchor},
                      what=f"cispo_weights with the defaults eps_low=1, eps_high=4 (band [0, 5]) ({dtype})")
