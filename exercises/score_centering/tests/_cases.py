@@ -139,32 +139,37 @@ def _draw_mask(g, B, L, pad):
 def pooled_case(g, B, L, V, k, dtype, i, pad, pool):
     """``loss_case`` for ``pool`` drawn prefixes, with the same distribution of inputs and never a
     [B, L, V] tensor: (prefix, token) pairs are drawn jointly, P(j, a) = q_j(a) / pool (a uniform
-    prefix, then a ~ q_j), by one multinomial over the pool's pool * V entries; the heads (cast to
-    dtype first) are gathered once, each padded position reading an extra garbage row (the same
-    fills as ``loss_case``'s masked_fill). Returns (tensors, kwargs, (pick [B, L], the pool's two
-    heads [pool (+ 1 garbage row when padded), k] in dtype)): position (b, t)'s heads are row
-    pick[b, t], so a test can evaluate the heads once per prefix."""
+    prefix, then a ~ q_j), by inverse-CDF sampling of the pool's pool * V joint masses; a padded
+    position reads an extra garbage entry (the same fills as ``loss_case``'s masked_fill), so
+    each input is one gather (gather, not x[idx]: CPU advanced indexing and masked_fill split
+    even 2k rows over the intra-op threads, ~1 ms each when the machine is busy). Returns
+    (tensors, kwargs, (pick [B, L], the pool's two heads [pool (+ 1 garbage row when padded),
+    k] in dtype)): position (b, t)'s heads are row pick[b, t], so a test can evaluate the heads
+    once per prefix."""
     th, sh, log_p, log_q, _ = heads(g, (pool,), V, k, smooth=smooth_for(dtype, V, k))
-    joint = torch.multinomial(log_q.exp().flatten(), B * L, replacement=True, generator=g).view(B, L)
-    pick = joint.div(V, rounding_mode="floor")                                # [B, L] prefix
-    logp, rollout = log_p.flatten()[joint], log_q.flatten()[joint]              # at the token a
+    cdf = log_q.exp().flatten().cumsum(0)                                     # [pool * V]
+    u = torch.rand(B * L, generator=g, dtype=D) * cdf[-1]
+    joint = torch.searchsorted(cdf, u, right=True).clamp_(max=pool * V - 1)   # (prefix, token)
     adv = randn(g, B)
     mask = _draw_mask(g, B, L, pad)
+    flat_p, flat_q = log_p.flatten(), log_q.flatten()
     if pad:
-        logp = logp.masked_fill(~mask, GARBAGE[i % len(GARBAGE)])
-        rollout = rollout.masked_fill(~mask, GARBAGE[(i + 1) % len(GARBAGE)])
+        joint = torch.where(mask.flatten(), joint, pool * V)                  # -> the garbage entries
+        flat_p = torch.cat([flat_p, torch.tensor([GARBAGE[i % len(GARBAGE)]], dtype=D)])
+        flat_q = torch.cat([flat_q, torch.tensor([GARBAGE[(i + 1) % len(GARBAGE)]], dtype=D)])
         th = torch.cat([th, torch.full((1, k), GARBAGE[i % len(GARBAGE)], dtype=D)])
         sh = torch.cat([sh, torch.full((1, k), GARBAGE[(i + 2) % len(GARBAGE)], dtype=D)])
-        pick = torch.where(mask, pick, pool)
+    pick = joint.div(V, rounding_mode="floor")                                # padded: row pool
     mode, low, high = mode_and_bounds(g, i)
     if i % 4 == 1:
         mask = mask.to(dtype)  # 0/1 float masks are accepted too
-    rows = pick.reshape(-1, 1).expand(-1, k)  # gather, not th[pick]: CPU advanced indexing splits
-    at = lambda x: x.to(dtype).gather(0, rows).view(B, L, k)  # even 2k rows over the threads  # noqa: E731
     th, sh = th.to(dtype), sh.to(dtype)
-    tensors = dict(logp=logp.to(dtype), rollout_logp=rollout.to(dtype), train_head_logp=at(th),
+    rows = pick.reshape(-1, 1).expand(-1, k)
+    at = lambda x: x.gather(0, rows).view(B, L, k)  # noqa: E731
+    tensors = dict(logp=flat_p.to(dtype).gather(0, joint).view(B, L),
+                   rollout_logp=flat_q.to(dtype).gather(0, joint).view(B, L), train_head_logp=at(th),
                    sampler_head_logp=at(sh), advantages=adv.to(dtype), mask=mask)
-    return tensors, dict(mode=mode, low=low, high=high), (pick, th, sh)
+    return tensors, dict(mode=mode, low=low, high=high), (pick.view(B, L), th, sh)
 
 
 def strided(t: dict) -> dict:
