@@ -6,7 +6,9 @@ Which test covers which class (issue 17):
   is finite, a product of token ratios (or exp of the sum) overflows / underflows first.
 - test_large_sequence_ratios: mean log-ratio 12 with A < 0 (loss -s A = |A| e^12: no clamp of
   log s at 10 as verl's compute_policy_loss_gspo does), and an overflowing s with A > 0 (clipped:
-  gradient 0, not NaN).
+  gradient 0, not NaN); in the same calls, mean log-ratios 60 / 85 (float32) and 100 / 700
+  (float64) with A < 0 and their negatives with A > 0 (no safe-exp clamp of log s at
+  +-20/+-50/+-88, no floor: the tiny s are compared relatively).
 - test_tiny_probabilities: log-probs of -110 (float32) / -800 (float64), whose exp is 0.
 - test_clip_eps_used_as_given: clip_eps 0, 1 and 1.5 checked for values (no validation, no
   "clip_eps or 0.2"), s = 1 exactly on the band [1, 1] of clip_eps = 0 (not clipped: a ">="
@@ -68,10 +70,11 @@ def _expect(inputs, eps):
     return s, -J.sum() / B, grad
 
 
-def _check(x, inputs, s, loss, what, eps=0.2, rtol=None):
+def _check(x, inputs, s, loss, what, eps=0.2, rtol=None, s_atol=None):
+    """``s_atol=0.0``: s compared relatively only (an s of e^-60 is below any absolute tolerance)."""
     exp_s, exp_loss, exp_grad = _expect(inputs, eps)
     s = check_tensor(s.value, what=f"sequence_ratio, {what}", shape=tuple(exp_s.shape), dtype=x.dtype)
-    assert_close(s, exp_s, what=f"sequence_ratio, {what}", inputs=inputs, rtol=rtol)
+    assert_close(s, exp_s, what=f"sequence_ratio, {what}", inputs=inputs, rtol=rtol, atol=s_atol)
     loss = check_tensor(loss.value, what=f"gspo_loss, {what}", shape=(), dtype=x.dtype)
     assert_close(loss, exp_loss, what=f"gspo_loss, {what}", inputs=inputs, rtol=rtol)
     loss.backward()
@@ -94,17 +97,28 @@ def test_long_responses(sub):
 
 
 def test_large_sequence_ratios(sub):
+    # rows 1-4: mean log-ratio 12 with A < 0 (no clamp of log s at 10) and an overflowing s with
+    # A > 0; rows 5-8: beyond the safe-exp clamps (+-20, +-50, +-88), mean log-ratios up to just
+    # below exp's overflow (60 and 85 in float32, 100 and 700 in float64) with A < 0, and their
+    # negatives with A > 0 (not clipped), whose s = e^-60 ... e^-700 is compared relatively
+    # (s_atol=0: a floor on log s shows in sequence_ratio even where no loss tolerance sees it).
+    # The e^12 rows stay visible next to e^700 in their per-token gradients and in s.
     with batch(sub) as b:
         queued = []
         for dtype in (F32, F64):
             over = jc.OVERFLOW_LOG_RATIOS[dtype][0]
-            rows = [[12.0, 12.0], [11.5, 12.5, 12.0], [over, over], [0.1]]
-            queued.append((dtype, over, _rows(b, rows, [-1.0, -0.5, 1.0, 1.0], dtype)))
-    for dtype, over, q in queued:
-        _check(*q, what=f"mean log-ratios 12, 12, {over} and 0.1 with A = [-1, -0.5, 1, 1] ({dtype}): for A < 0 "
-                        f"the min keeps s A however large s is (no clamp of log s at 10); an s that overflows "
-                        f"with A > 0 is clipped, and its gradient is exactly 0 (exp's backward at inf gives "
-                        f"0 * inf = NaN unless s is kept out of the graph there)")
+            e1, e2 = jc.EXTREME_LOG_RATIOS[dtype][1:]
+            rows = [[12.0, 12.0], [11.5, 12.5, 12.0], [over, over], [0.1],
+                    [e1 - 0.5, e1 + 0.5], [e2], [-e1], [-e2, -e2]]
+            queued.append((dtype, over, (e1, e2),
+                           _rows(b, rows, [-1.0, -0.5, 1.0, 1.0, -1.0, -0.5, 1.0, 2.0], dtype)))
+    for dtype, over, (e1, e2), q in queued:
+        _check(*q, what=f"mean log-ratios 12, 12, {over}, 0.1, {e1}, {e2}, -{e1}, -{e2} with "
+                        f"A = [-1, -0.5, 1, 1, -1, -0.5, 1, 2] ({dtype}): for A < 0 the min keeps s A however "
+                        f"large s is (no clamp of log s at 10, +-20, +-50 or +-88), for A > 0 a tiny s is not "
+                        f"clipped nor floored; an s that overflows with A > 0 is clipped, and its gradient is "
+                        f"exactly 0 (exp's backward at inf gives 0 * inf = NaN unless s is kept out of the "
+                        f"graph there)", s_atol=0.0)
 
 
 def test_tiny_probabilities(sub):
