@@ -57,22 +57,24 @@ def icepop_weights(old_logp, rollout_logp, mask, low=0.5, high=2.0):
     return torch.tensor(out, dtype=torch.float64).reshape(B, L)
 
 
-# The tests ask for the loss and then its gradient on the same tensors: the per-token terms of
-# the last call are kept (keyed on the tensors themselves, their in-place version counters and the
-# scalar arguments) and reused, so each case's scalar loop runs once. A tensor changed in place
-# between the two calls bumps its version and is recomputed.
-_LAST_TERMS: list = [None, None]
+# The tests ask for the losses of a sweep and then their gradients on the same tensors: the
+# per-token terms of the last calls are kept (keyed on the tensors themselves, their in-place
+# version counters and the scalar arguments) and reused, so each case's scalar loop runs once. A
+# tensor changed in place between the calls bumps its version and is recomputed.
+_TERMS_KEPT = 32
+_kept_terms: list = []   # [(tensors, key, terms)], newest last
 
 
 def _terms(logp, old_logp, rollout_logp, advantages, mask, eps_low, eps_high, low, high):
     """Per valid token: (b, t, w, loss term, d term / d logp)."""
     tensors = (logp, old_logp, rollout_logp, advantages, mask)
     key = (tuple(t._version for t in tensors), tuple(map(repr, (eps_low, eps_high, low, high))))
-    held, terms = _LAST_TERMS
-    if held is not None and held[1] == key and all(a is b for a, b in zip(held[0], tensors)):
-        return terms
+    for held, held_key, terms in reversed(_kept_terms):
+        if held_key == key and all(a is b for a, b in zip(held, tensors)):
+            return terms
     terms = _terms_loop(logp, old_logp, rollout_logp, advantages, mask, eps_low, eps_high, low, high)
-    _LAST_TERMS[:] = [(tensors, key), terms]
+    _kept_terms.append((tensors, key, terms))
+    del _kept_terms[:-_TERMS_KEPT]
     return terms
 
 
