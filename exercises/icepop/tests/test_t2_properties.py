@@ -211,6 +211,21 @@ def test_rejected_tokens_stay_in_the_denominator(sub):
                          inputs={"old_logp": old1, "rollout_logp": rollout1, "mask": mask1})
 
 
+def _plain_ppo_grads(logp, old, adv, mask):
+    """The gradient of the uncorrected PPO-clip loss (weights 1) under each aggregation
+    ({per_token_loss: grad}), from one autograd pass here: the per-token gradient of the
+    summed token losses, divided by N (token-mean) or by B n_i (seq-mean-token-mean)."""
+    valid = mask != 0
+    lp = leaf(torch.where(valid, logp, torch.zeros_like(logp)))
+    r = torch.exp(lp - torch.where(valid, old, torch.zeros_like(old)))
+    a = adv[:, None]
+    pg = torch.where(valid, -torch.minimum(r * a, r.clamp(0.8, 1.2) * a), torch.zeros_like(r))
+    pg.sum().backward()
+    g = lp.grad
+    return {True: g / valid.sum().clamp(min=1),
+            False: g / valid.sum(1, keepdim=True).clamp(min=1) / logp.shape[0]}
+
+
 def test_gradient_is_weight_times_plain_ppo_gradient(sub, ref, ctx):
     g = ctx.generator(201)
     with batch(sub) as b:
@@ -224,16 +239,13 @@ def test_gradient_is_weight_times_plain_ppo_gradient(sub, ref, ctx):
                 lp = leaf(case["logp"])
                 loss = b.icepop_ppo_loss(lp, *args, low=low, high=high, per_token_loss=per_token)
                 calls.append((case, low, high, per_token, lp, loss, w))
-    # while the submission runs: the plain PPO gradient (weights 1) of the case's aggregation, in
-    # closed form (_cases.closed_form: -A r / N where the unclipped branch is active; make_case
-    # keeps r off the clip edges), and the reference's weights (the submission's own weights are
-    # checked against the oracle in T1)
+    # while the submission runs: the plain PPO gradient and the reference's weights (the
+    # submission's own weights are checked against the oracle in T1)
     plains, weights = {}, {}
     for case, low, high, per_token, lp, loss, w in calls:
         if id(case) not in plains:
-            plains[id(case)] = {per_token: cases.closed_form(
-                torch.ones_like(case["logp"]), case["logp"], case["old_logp"], case["advantages"],
-                case["mask"], aggregations=(per_token,))[per_token][1]}
+            plains[id(case)] = _plain_ppo_grads(case["logp"], case["old_logp"], case["advantages"],
+                                                case["mask"])
             old, rollout, mask, low, high = w
             weights[id(case)] = ref.icepop_weights(old, rollout, mask, low=low, high=high)
     cases.backward_all([c[5].value for c in calls],
