@@ -43,12 +43,14 @@ def test_contrast_table(sub):
             mask = torch.ones(1, 6, dtype=torch.bool)
             queued.append((dtype, old, rollout, b.tis_weights(old, rollout, mask)))
         # rho = 1 is clamped like any ratio: one tensor passed as both log-probs (rho = 1 on
-        # every token) with clip_low = 1.5 weighs 1.5, not the 1 of "nothing to correct"
+        # every token) with clip_low = 1.5 weighs 1.5, not the 1 of "nothing to correct";
+        # clip_high is left at its default 2 (a lower bound read only when the upper one is
+        # given too is off)
         same = torch.tensor([[-0.5, -1.0, -2.0]], dtype=F32)
-        on_policy = b.tis_weights(same, same, torch.ones(1, 3, dtype=torch.bool), clip_low=1.5, clip_high=3.0)
+        on_policy = b.tis_weights(same, same, torch.ones(1, 3, dtype=torch.bool), clip_low=1.5)
     assert_close(on_policy.value, torch.full((1, 3), 1.5, dtype=F64), rtol=0, atol=0,
-                 what="tis_weights(x, x, mask, clip_low=1.5, clip_high=3.0), one tensor as both "
-                 "log-probs: rho = 1 is clamped to 1.5", inputs={"old_logp": same, "rollout_logp": same})
+                 what="tis_weights(x, x, mask, clip_low=1.5) (clip_high the default 2), one tensor as "
+                 "both log-probs: rho = 1 is clamped to 1.5", inputs={"old_logp": same, "rollout_logp": same})
     for dtype, old, rollout, pending in queued:
         w = pending.value
         want = torch.exp(old).clamp(max=2.0)
