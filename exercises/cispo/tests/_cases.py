@@ -9,7 +9,17 @@ import torch
 from judge import cases as shared
 
 FILLS = [math.nan, math.inf, -math.inf, 1e30]
-EPS = [(0.2, 0.2), (0.2, 0.28), (1.0, 4.0), (0.5, 1.0)]
+# Bands (eps_low, eps_high). Two of them keep one width at its default (eps_low = 1, eps_high = 4):
+# the keyword calls of test_t1_oracle leave such a width out, so each width is also passed alone
+# (a solution that reads one width only when the other is given too is off); the positional
+# calls pass them as the ints 1 and 4. Both defaults together: test_default_band_caps_weights_at_5.
+EPS = [(0.2, 0.2), (0.2, 0.28), (1.0, 0.5), (0.5, 4.0)]
+DEFAULT_EPS = {"eps_low": 1.0, "eps_high": 4.0}
+
+
+def given_widths(eps_low: float, eps_high: float) -> dict:
+    """The widths as keywords, one equal to its default left out."""
+    return {k: v for k, v in (("eps_low", eps_low), ("eps_high", eps_high)) if v != DEFAULT_EPS[k]}
 DTYPES = [torch.float64, torch.float32]
 
 

@@ -6,8 +6,9 @@ seed; float64 and float32 each, every band, padding filled with NaN / inf / -inf
 mask encoding (bool, 0/1 float32 / float64 / int64), empty rows, and (B >= 3, no empty row) a
 response with an advantage of exactly 0 whose tokens still count in N. Every other case passes
 the widths (and the loss's rollout_logp, anchor, tis_enabled) by position in the spec's order, an
-integral width as an int: a signature with two parameters swapped. The first failing case is
-reported with its inputs.
+integral width as an int: a signature with two parameters swapped. The keyword calls leave out a
+width equal to its default (bands (1, 0.5) and (0.5, 4)), so each width is also passed alone. The
+first failing case is reported with its inputs.
 """
 
 import torch
@@ -15,6 +16,7 @@ import torch
 from judge.testing import Feedback, assert_close, batch, leaf, sibling, visible
 
 cases = sibling(__file__, "_cases")
+DEFAULT_EPS = cases.DEFAULT_EPS
 
 CONFIGS = {
     "old": dict(anchor="old"),
@@ -55,7 +57,7 @@ def test_weights_match_oracle(sub, oracle, ctx):
                 eps_low, eps_high = _positional(eps_low), _positional(eps_high)
                 out = b.cispo_weights(*args, eps_low, eps_high)
             else:
-                out = b.cispo_weights(*args, eps_low=eps_low, eps_high=eps_high)
+                out = b.cispo_weights(*args, **cases.given_widths(eps_low, eps_high))
             calls.append((label, case, eps_low, eps_high, anchor_name, args, out))
     for label, case, eps_low, eps_high, anchor_name, args, out in calls:
         exp = oracle.cispo_weights(*args, eps_low=eps_low, eps_high=eps_high)  # while the submission runs
@@ -74,6 +76,8 @@ def _check_loss(sub, oracle, ctx, config: str):
                 eps_low, eps_high = _positional(eps_low), _positional(eps_high)
             kw = dict(anchor=cfg["anchor"], eps_low=eps_low, eps_high=eps_high,
                       tis_enabled=cfg.get("tis_enabled", False))
+            if not i % 2:  # a width at its default is left out of the keyword calls
+                kw = {k: v for k, v in kw.items() if k not in DEFAULT_EPS or k in cases.given_widths(eps_low, eps_high)}
             rollout = case["rollout_logp"] if cfg.get("rollout") else None
             x = leaf(case["logp"])
             args = (x, case["old_logp"], case["advantages"], case["mask"])
