@@ -2,7 +2,7 @@
 
 Which test covers which class (issue 17): the contrast table and the hand-checked case (defaults),
 w times the PPO gradient, detachment (also with only rollout_logp requiring grad), padding, mutation, rho overflowing/underflowing
-(test_extreme_ratios) and tiny probabilities (test_tiny_probabilities). Overflowing PPO ratios,
+(test_extreme_ratios, each bound also given alone) and tiny probabilities (test_tiny_probabilities). Overflowing PPO ratios,
 dual clip / +-20 clamps and PPO widths used as given are in test_t2_extremes.py.
 """
 
@@ -254,13 +254,16 @@ def test_extreme_ratios(sub):
             old = torch.tensor([[big, -big, 0.0]], dtype=dtype)
             rollout = torch.zeros(1, 3, dtype=dtype)
             mask = torch.ones(1, 3, dtype=torch.bool)
-            for low, high in ((0.0, 2.0), (0.25, 1.5)):
-                pending_w = b.tis_weights(old, rollout, mask, clip_low=low, clip_high=high)
+            # one bound given, the other left at its default (0 or 2): a solution that reads one
+            # bound only when the other is given too is off
+            for low, high in ((0.0, 1.5), (0.25, 2.0)):
+                wkw = {"clip_high": high} if low == 0.0 else {"clip_low": low}
+                lkw = {"tis_" + k[5:]: v for k, v in wkw.items()}
+                pending_w = b.tis_weights(old, rollout, mask, **wkw)
                 o2 = torch.tensor([[-0.5, -0.5 - big, -0.5]], dtype=dtype)   # log-ratios +big, -big, 0
                 r2 = torch.tensor([[-0.5 - big, -0.5, -0.5]], dtype=dtype)
                 lp = leaf(o2)                                                   # r = 1 everywhere
-                pending_loss = b.tis_ppo_loss(lp, o2, r2, torch.tensor([1.0], dtype=dtype), mask,
-                                              tis_low=low, tis_high=high)
+                pending_loss = b.tis_ppo_loss(lp, o2, r2, torch.tensor([1.0], dtype=dtype), mask, **lkw)
                 queued.append((dtype, big, old, rollout, low, high, lp, pending_w, pending_loss))
     losses = []   # every value first, then one backward for all the losses
     for dtype, big, old, rollout, low, high, lp, pending_w, pending_loss in queued:
