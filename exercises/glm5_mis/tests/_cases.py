@@ -7,6 +7,18 @@ import math
 import torch
 
 PAD_FILLS = (float("nan"), float("inf"), float("-inf"), 1e30, -1e30)
+# The spec's defaults, clip_low=0.2 and clip_high=0.2. Keyword calls that leave one width out
+# expect this value for it, so the other width is also passed alone (a solution that reads one
+# width only when the other is given too is off).
+DEFAULT_WIDTHS = {"clip_low": 0.2, "clip_high": 0.2}
+
+
+def given_widths(cl: float, ch: float, omit: str | None = None) -> dict:
+    """The widths as keywords, ``omit`` (whose value must be its default) left out."""
+    kw = {"clip_low": cl, "clip_high": ch}
+    if omit is not None:
+        assert kw.pop(omit) == DEFAULT_WIDTHS[omit], (omit, cl, ch)
+    return kw
 
 
 def random_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, *, bool_mask: bool,

@@ -12,6 +12,9 @@ Which test covers which class (issue 17):
   strided advantages: judge.cases.strided), which a .view(-1) cannot flatten.
 - test_weights_match_oracle / test_loss_and_gradient_match_oracle: random widths, empty rows
   (slime's sum_i max(1, n_i) normaliser differs there).
+- each width passed alone: keyword calls that leave the other width out (it is at its default,
+  0.2) in both sweeps (OMITTED, SEEDED_OMITTED; in the seeded test also the large batch), so a
+  solution that reads one width only when the other is given too is off.
 """
 
 import torch
@@ -25,8 +28,14 @@ cases = sibling(__file__, "_cases")
 SIZES = [(1, 1), (1, 4), (2, 3), (3, 3), (4, 2), (3, 6), (5, 5), (8, 6)]
 
 
+# Keyword cases (k even) with drawn widths whose call leaves one width out (set to its default,
+# 0.2, for the expectation): the other width is passed alone. k = 10 gives both.
+OMITTED = {2: "clip_low", 4: "clip_high", 8: "clip_low", 14: "clip_high"}
+
+
 def _case_list(ctx, salt):
-    """Cases from small to large, alternating dtype, mask kind, widths and padding fill."""
+    """Cases from small to large, alternating dtype, mask kind, widths and padding fill:
+    (inputs, clip_low, clip_high, the width a keyword call leaves out or None)."""
     g = ctx.generator(salt)
     out = []
     for i, (B, L) in enumerate(SIZES):
@@ -37,20 +46,25 @@ def _case_list(ctx, salt):
             else:
                 cl = float(0.05 + 0.9 * torch.rand((), generator=g))
                 ch = float(0.05 + 1.5 * torch.rand((), generator=g))
+            omit = OMITTED.get(k)
+            if omit == "clip_low":
+                cl = cases.DEFAULT_WIDTHS["clip_low"]
+            elif omit == "clip_high":
+                ch = cases.DEFAULT_WIDTHS["clip_high"]
             fill = (None,) + cases.PAD_FILLS
             inputs = cases.random_case(g, B, L, dtype, bool_mask=(i % 2 == 0), pad_fill=fill[k % len(fill)],
                                        log_ratio_scale=(0.3, 1.0, 0.1)[i % 3], empty_row=(k % 4 == 3))
-            out.append((inputs, cl, ch))
+            out.append((inputs, cl, ch, omit))
     return out
 
 
-def _queue_weights(b, inputs, cl, ch, positional=False):
+def _queue_weights(b, inputs, cl, ch, positional=False, omit=None):
     """Queue masked_is_weights on ``inputs`` in the batch ``b``; ``_check_weights`` checks it."""
     x = cases.clean_inputs(inputs)
     logp, rollout, mask = inputs["logp"], inputs["rollout_logp"], inputs["mask"]
     if positional:
         return x, b.masked_is_weights(logp, rollout, mask, cl, ch)
-    return x, b.masked_is_weights(logp, rollout, mask, clip_low=cl, clip_high=ch)
+    return x, b.masked_is_weights(logp, rollout, mask, **cases.given_widths(cl, ch, omit))
 
 
 def _check_weights(oracle, inputs, cl, ch, queued):
@@ -65,12 +79,13 @@ def _check_weights(oracle, inputs, cl, ch, queued):
                  inputs=shown)
 
 
-def _queue_loss(b, inputs, cl, ch, positional=False):
+def _queue_loss(b, inputs, cl, ch, positional=False, omit=None):
     """Queue offpolicy_loss on ``inputs`` (logp a fresh leaf) in the batch ``b``; ``_check_loss`` checks it."""
     x = cases.clean_inputs(inputs)
     lp = leaf(inputs["logp"])
     args = (lp, inputs["rollout_logp"], inputs["advantages"], inputs["mask"])
-    loss = b.offpolicy_loss(*args, cl, ch) if positional else b.offpolicy_loss(*args, clip_low=cl, clip_high=ch)
+    loss = (b.offpolicy_loss(*args, cl, ch) if positional
+            else b.offpolicy_loss(*args, **cases.given_widths(cl, ch, omit)))
     return x, lp, loss
 
 
@@ -107,45 +122,58 @@ def test_weights_match_oracle(sub, oracle, ctx):
     case_list = _case_list(ctx, 11)
     with batch(sub) as b:
         # every other case passes the (random, asymmetric) widths by position in the spec's
-        # order: a signature with clip_low and clip_high swapped is invisible to keyword calls
-        queued = [_queue_weights(b, inputs, cl, ch, positional=i % 2 == 1)
-                  for i, (inputs, cl, ch) in enumerate(case_list)]
-    for (inputs, cl, ch), q in zip(case_list, queued):
+        # order: a signature with clip_low and clip_high swapped is invisible to keyword calls;
+        # the keyword calls of OMITTED leave one width (at its default) out
+        queued = [_queue_weights(b, inputs, cl, ch, positional=i % 2 == 1, omit=omit)
+                  for i, (inputs, cl, ch, omit) in enumerate(case_list)]
+    for (inputs, cl, ch, _), q in zip(case_list, queued):
         _check_weights(oracle, inputs, cl, ch, q)
 
 
 def test_loss_and_gradient_match_oracle(sub, oracle, ctx):
     case_list = _case_list(ctx, 12)
     with batch(sub) as b:
-        queued = [_queue_loss(b, inputs, cl, ch, positional=i % 2 == 1)  # as in test_weights_match_oracle
-                  for i, (inputs, cl, ch) in enumerate(case_list)]
-    for (inputs, cl, ch), q in zip(case_list, queued):
+        queued = [_queue_loss(b, inputs, cl, ch, positional=i % 2 == 1, omit=omit)  # as in test_weights_match_oracle
+                  for i, (inputs, cl, ch, omit) in enumerate(case_list)]
+    for (inputs, cl, ch, _), q in zip(case_list, queued):
         _check_loss(oracle, cl, ch, q)
 
 
+# The calls k of test_seeded_shapes_regimes_mask_kinds_and_defaults that leave one width out (set
+# to its default, 0.2): the other width, drawn, is passed alone (k = 8 is the large batch).
+SEEDED_OMITTED = {4: "clip_high", 5: "clip_low", 7: "clip_high", 8: "clip_low"}
+
+
 def _width_choice(g, k):
-    """Per case: the defaults omitted (None), or widths drawn per seed, sometimes clip_high >= 1."""
+    """Per case: the defaults omitted (None), or widths drawn per seed, sometimes clip_high >= 1;
+    and the width the call leaves out (at its default) or None."""
     if k % 3 == 0:
-        return None
+        return None, None
     cl = float(0.02 + 0.96 * torch.rand((), generator=g))
     ch = float(0.02 + 0.9 * torch.rand((), generator=g)) if k % 3 == 1 else float(1 + 4 * torch.rand((), generator=g))
-    return cl, ch
+    omit = SEEDED_OMITTED.get(k)
+    if omit == "clip_low":
+        cl = cases.DEFAULT_WIDTHS["clip_low"]
+    elif omit == "clip_high":
+        ch = cases.DEFAULT_WIDTHS["clip_high"]
+    return (cl, ch), omit
 
 
 def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
     """Shapes drawn per seed (B = 1, L = 1, and one batch of >= 16k tokens compared with the
     vectorised reference), every mask kind (bool, 0/1 in logp's dtype, float64, int64), every
     padding fill, extreme and tiny log-probabilities mixed with ordinary ones, the default widths
-    omitted in a third of the calls, empty rows, float64 advantages with float32 logp, and
-    non-contiguous views of the same values in every other call (judge.cases.strided)."""
+    omitted in a third of the calls and one width in four others (SEEDED_OMITTED), empty rows,
+    float64 advantages with float32 logp, and non-contiguous views of the same values in every
+    other call (judge.cases.strided)."""
     g = ctx.generator(13)
     flip = ctx.seed % 2
     queued = []
     with batch(sub) as b:
         for k, (B, L) in enumerate(jc.shapes(g, n_drawn=5, max_side=9)):
             dtype = jc.DTYPES[(k + flip) % 2]
-            widths = _width_choice(g, k)
-            kw = {} if widths is None else {"clip_low": widths[0], "clip_high": widths[1]}
+            widths, omit = _width_choice(g, k)
+            kw = {} if widths is None else cases.given_widths(*widths, omit)
             inputs = cases.regime_case(g, B, L, dtype, mask_kind=jc.MASK_KINDS[k % 4],
                                        pad_fill=jc.PADS[k % 5], widths=widths or (0.2, 0.2),
                                        empty_rows=(k % 3 == 2) + (B * L >= jc.LARGE_TOKENS),
@@ -159,11 +187,14 @@ def test_seeded_shapes_regimes_mask_kinds_and_defaults(sub, oracle, ref, ctx):
     for x, kw, lp, w, loss in queued:
         B, L = x["logp"].shape
         dtype = x["logp"].dtype
-        cl, ch = kw.get("clip_low", 0.2), kw.get("clip_high", 0.2)
+        cl = kw.get("clip_low", cases.DEFAULT_WIDTHS["clip_low"])
+        ch = kw.get("clip_high", cases.DEFAULT_WIDTHS["clip_high"])
         shown = dict(x, **kw)
         desc = (f"[{B}, {L}] {dtype}, {x['mask'].dtype} mask, advantages {x['advantages'].dtype}, "
                 + ("" if lp.is_contiguous() or B * L <= 1 else "non-contiguous inputs, ")
-                + (f"clip_low={cl:.4g}, clip_high={ch:.4g}" if kw else "default widths (0.2, 0.2)"))
+                + (", ".join(f"{name}={v:.4g}" for name, v in kw.items())
+                   + (" (the other width omitted: 0.2)" if len(kw) == 1 else "") if kw
+                   else "default widths (0.2, 0.2)"))
         if B * L >= jc.LARGE_TOKENS:  # the vectorised reference, with autograd for the gradient
             exp_w = ref.masked_is_weights(x["logp"], x["rollout_logp"], x["mask"], **kw)
             rl = leaf(x["logp"])
