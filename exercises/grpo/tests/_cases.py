@@ -9,7 +9,15 @@ import torch
 from judge.testing import backward_losses as backward_all  # one backward for many losses
 
 PAD_FILLS = (float("nan"), float("inf"), float("-inf"), 1e30)
-CLIPS = ((0.2, 0.2), (0.2, 0.28), (0.1, 0.3), (0.3, 0.1))
+# (clip_low, clip_high) of loss_cases, case j taking CLIPS[j % 5] (5 is prime to the 2 and 3 of
+# the mask encoding and the aggregation, so each band meets both of each). Two bands keep one
+# width at its default (0.2): the keyword calls leave it out, so each width is also passed alone
+# (a solution that reads one width only when the other is given too, or that derives a missing
+# one from the other, is off there); both defaults together in (0.2, 0.2).
+CLIPS = ((0.2, 0.2), (0.2, 0.28), (0.1, 0.3), (0.3, 0.1), (0.35, 0.2))
+# grpo_loss's defaults as spec.md's signature states them: a keyword call of loss_cases omits
+# every parameter at its default, and the expectation is computed with them written out.
+LOSS_DEFAULTS = {"clip_low": 0.2, "clip_high": 0.2, "per_token_loss": False}
 EPS_CHOICES = (None, 0.1, 0.5, 1e-3)          # None: the default eps=1e-6
 
 
@@ -52,6 +60,8 @@ def loss_cases(g: torch.Generator, limit: int | None = None, start: int = 0):
     Covers B != L and B == L, float32 and float64, bool and float masks, both aggregations,
     asymmetric clips, empty responses, zero advantages, and padding filled with NaN / ±inf /
     1e30. Ratios are kept at least 1e-3 away from the clip bounds (no ties at the bounds).
+    ``kwargs`` leaves out every parameter equal to its default (``LOSS_DEFAULTS``): each width
+    alone, each with or without per_token_loss, per_token_loss=True alone.
     """
     shapes = [(1, 1), (1, 3), (2, 2), (3, 1), (2, 5), (3, 3), (4, 2), (3, 7), (5, 5), (4, 8),
               (6, 3), (8, 8)]
@@ -79,10 +89,7 @@ def loss_cases(g: torch.Generator, limit: int | None = None, start: int = 0):
             old = torch.where(mask, old, torch.full_like(old, PAD_FILLS[(j + 1) % len(PAD_FILLS)]))
             m = mask if j % 2 == 0 else mask.to(dtype)
             kwargs = {"clip_low": clip_low, "clip_high": clip_high, "per_token_loss": j % 3 == 1}
-            if (clip_low, clip_high) == (0.2, 0.2):     # also exercise the defaults
-                del kwargs["clip_low"], kwargs["clip_high"]
-                if not kwargs["per_token_loss"]:
-                    del kwargs["per_token_loss"]
+            kwargs = {k: v for k, v in kwargs.items() if v != LOSS_DEFAULTS[k]}  # defaults omitted
             yield logp.to(dtype), old.to(dtype), adv.to(dtype), m, kwargs
 
 

@@ -13,6 +13,9 @@ Which test covers which class (issue 17):
   several others, both aggregations, asymmetric clips (the larger shapes of the sweeps; the
   small ones are the visible tests', which also run in submit mode); every result's shape [N] and
   dtype (that of rewards) is checked in every flag combination, normalize_std=False included.
+  grpo_loss's keyword calls leave out every parameter at its default (bands (0.2, 0.28) and
+  (0.35, 0.2) among them), so each width is also passed alone, with and without per_token_loss:
+  a solution that applies one width only when the other is given too is off there.
 """
 
 from __future__ import annotations
@@ -51,9 +54,10 @@ def _check_loss(sub, oracle, g, limit=None, start=0):
             lp = leaf(logp)
             pending = b.grpo_loss(lp, old.clone(), adv.clone(), mask.clone(), **kwargs)
             calls.append((logp, old, adv, mask, kwargs, lp, pending))
-    # the expectations, computed while the submission runs
-    expected = [(oracle.grpo_loss(logp, old, adv, mask, **kwargs),
-                 oracle.grpo_loss_grad(logp, old, adv, mask, **kwargs))
+    # the expectations, computed while the submission runs, with the omitted parameters at the
+    # spec's defaults
+    expected = [(oracle.grpo_loss(logp, old, adv, mask, **{**cases.LOSS_DEFAULTS, **kwargs}),
+                 oracle.grpo_loss_grad(logp, old, adv, mask, **{**cases.LOSS_DEFAULTS, **kwargs}))
                 for logp, old, adv, mask, kwargs, _, _ in calls]
     checked = []   # every loss first (smallest case first), then one backward for all of them
     for (logp, old, adv, mask, kwargs, lp, pending), (exp, exp_grad) in zip(calls, expected):
