@@ -82,6 +82,29 @@ def mode_and_bounds(g, i):
     return mode, low, high
 
 
+# spec.md's defaults, as its signatures state them (not read from the reference)
+DEFAULTS = dict(mode="none", low=0.0, high=2.0, eps=1e-6)
+
+
+def omit_one_bound(kw, i):
+    """Keyword case i of a T1 sweep: (expected kwargs, call kwargs). In "tis" / "mis" one bound in
+    turn (high for i // 6 even, low for i // 6 odd) is set to its default for the expectation and
+    left out of the call, the other keeps its drawn (non-default) value: each bound is then also
+    passed alone, and a solution that reads one bound only when the other is given too is off.
+    ("none" ignores the bounds: nothing to omit there.)"""
+    if kw["mode"] == "none":
+        return kw, kw
+    drop = ("high", "low")[(i // 6) % 2]
+    expected = {**kw, drop: DEFAULTS[drop]}
+    return expected, {key: v for key, v in expected.items() if key != drop}
+
+
+def omitted_note(kw, call_kw):
+    """'' or '; high omitted (default 2.0)' for a failure message."""
+    gone = [key for key in kw if key not in call_kw]
+    return "".join(f"; {key} omitted (default {DEFAULTS[key]!r})" for key in gone)
+
+
 # (B, L, V, k, dtype): small to large; B != L and B == L; float32 and float64; a one-token head
 # (k = 1) and a whole-vocabulary head (k = V).
 LOSS_SIZES = [

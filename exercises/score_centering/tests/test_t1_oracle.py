@@ -7,7 +7,9 @@ Every other call passes its inputs as non-contiguous views of the same values (_
 transposed layouts, slices of wider tensors): an implementation that flattens with .view raises.
 The other calls pass every argument by position, mode, low, high and eps included (in the spec's
 order): a signature with two of them swapped (high before low, eps before the bounds) is invisible
-to keyword calls; by position it raises (low > high) or computes other values.
+to keyword calls; by position it raises (low > high) or computes other values. The keyword calls
+in "tis" / "mis" leave one bound out in turn (high, then low: _cases.omit_one_bound; expected at
+the spec's default), so each bound is also passed alone (eps alone: test_t2_properties).
 
 Values and gradients: the gradient of the correction w.r.t. train_head_logp must equal the
 detached head coefficients sg(q w - alpha' p); the loss gradients are -m A w_a / N (logp) and
@@ -42,27 +44,29 @@ def _check_correction(sub, oracle, ctx, salt, sizes):
             mode, low, high = cases.mode_and_bounds(g, i)
             kw = dict(mode=mode, low=low, high=high)
             x = leaf(th)
+            call_kw = kw
             if i % 2 == 0:  # by position: (train, sampler, mode, low, high, eps)
                 pending = b.sc_correction(x, sh, mode, low, high, 1e-6)
-            else:
-                pending = b.sc_correction(x, sh, **kw)
+            else:  # by keyword, one bound left out in tis / mis (expected at its default)
+                kw, call_kw = cases.omit_one_bound(kw, i)
+                pending = b.sc_correction(x, sh, **call_kw)
             r = torch.randn(lead, generator=g, dtype=torch.float64).to(dtype)
-            runs.append((dtype, th, sh, kw, x, r, pending))
+            runs.append((dtype, th, sh, kw, cases.omitted_note(kw, call_kw), x, r, pending))
     checked = []  # every value first, then one backward pass for all (one round trip, not one per case)
-    for dtype, th, sh, kw, x, r, pending in runs:
+    for dtype, th, sh, kw, note, x, r, pending in runs:
         mode, low, high = kw["mode"], kw["low"], kw["high"]
         out = pending.value
         inputs = dict(train_head_logp=th, sampler_head_logp=sh, mode=mode, low=low, high=high)
         want, coef = oracle.sc_correction_and_coefficients(th, sh, **kw)
-        assert_close(out, want, what=f"sc_correction (mode={mode!r})", inputs=inputs,
+        assert_close(out, want, what=f"sc_correction (mode={mode!r}{note})", inputs=inputs,
                      **_f32_tol(dtype))
-        checked.append((out, dtype, x, r, inputs, mode, coef))
+        checked.append((out, dtype, x, r, inputs, f"mode={mode!r}{note}", coef))
     # d(sum r * c) = c.backward(r); an output off the graph leaves x.grad None, which fails below
     backward_all([(out, r.to(out.dtype)) for out, _, _, r, *_ in checked if out.requires_grad])
-    for out, dtype, x, r, inputs, mode, coef in checked:
+    for out, dtype, x, r, inputs, how, coef in checked:
         expected = coef * r.to(torch.float64).unsqueeze(-1)
         assert_close(x.grad, expected,
-                     what=f"d(sum r*c)/d train_head_logp (= r * sg(q w - alpha' p); mode={mode!r})",
+                     what=f"d(sum r*c)/d train_head_logp (= r * sg(q w - alpha' p); {how})",
                      inputs={**inputs, "r (upstream gradient)": r}, **_f32_tol(dtype))
 
 
@@ -81,19 +85,22 @@ def _check_loss(sub, oracle, ctx, salt, sizes=None):
                 t = cases.strided(t)
             logp, head = leaf(t["logp"]), leaf(t["train_head_logp"])
             args = {**t, "logp": logp, "train_head_logp": head}
+            call_kw = kw
             if i % 2 == 0:  # by position, in the spec's order, mode, low, high and eps included
                 pending = b.sc_policy_loss(*(args[key] for key in LOSS_ARGS),
                                            kw["mode"], kw["low"], kw["high"], 1e-6)
-            else:
-                pending = b.sc_policy_loss(**args, **kw)
-            runs.append((kind, t, kw, logp, head, pending))
+            else:  # by keyword, one bound left out in tis / mis (expected at its default)
+                kw, call_kw = cases.omit_one_bound(kw, i)
+                pending = b.sc_policy_loss(**args, **call_kw)
+            runs.append((kind, t, kw, cases.omitted_note(kw, call_kw), logp, head, pending))
     checked = []  # every value first, then one backward pass for all the losses (each on its own leaves)
-    for kind, t, kw, logp, head, pending in runs:
+    for kind, t, kw, note, logp, head, pending in runs:
         loss = pending.value
         inputs = {**t, **kw}
         # drawn sizes: float32 heads of any V and k (see _f32_tol)
         tol = _f32_tol(t["logp"].dtype) if kind is not None else {}
-        where = f"[{', '.join(map(str, t['train_head_logp'].shape))}] {t['logp'].dtype}, {t['mask'].dtype} mask"
+        where = (f"[{', '.join(map(str, t['train_head_logp'].shape))}] {t['logp'].dtype}, {t['mask'].dtype} mask"
+                 f"{note}")
         want, g_logp, g_head = oracle.sc_policy_loss_and_grads(**t, **kw)
         assert_close(loss, want, what=f"sc_policy_loss (mode={kw['mode']!r}; {where})",
                      inputs=inputs, **tol)

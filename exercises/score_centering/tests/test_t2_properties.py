@@ -6,7 +6,8 @@ Which test covers which class (more in test_t2_regimes.py):
 - test_gradient_identity_full_vocabulary_centering / test_whole_vocabulary_head_is_exact: the
   centring identity, P_H = Q_H = 1 up to rounding.
 - test_eps_floors_keep_extremes_finite: the floors, exact P_H = 1 and Q_H = 1, the default eps, and a
-  passed eps = 1e-3 in both functions (ignored, or not passed on from the loss).
+  passed eps = 1e-3 in both functions (ignored, or not passed on from the loss), given alone or with
+  one non-default bound (the others omitted at their defaults).
 - test_mis_endpoints_are_inclusive: exact ties at both bounds in head, tail and token weights
   (neighbouring floats and log-space comparisons: test_t2_regimes).
 - test_correction_is_not_reweighted / test_on_policy_correction_vanishes: where the correction goes
@@ -250,6 +251,18 @@ def test_whole_vocabulary_head_is_exact(sub, ctx):
                      inputs=inputs)
 
 
+# test_eps_floors_keep_extremes_finite's bounds per mode (tis's high 1.6, mis's low 0.5 not the defaults)
+BOUNDS = {"none": (0.0, 2.0), "tis": (0.0, 1.6), "mis": (0.5, 2.0)}
+
+
+def _eps_kw(mode, eps):
+    """The keywords of an eps call there: eps with what equals its spec default (mode "none",
+    low 0, high 2) left out, so eps and each non-default bound are passed alone."""
+    low, high = BOUNDS[mode]
+    full = dict(mode=mode, low=low, high=high, eps=eps)
+    return {key: v for key, v in full.items() if v != cases.DEFAULTS[key]}
+
+
 def test_eps_floors_keep_extremes_finite(sub, oracle, ctx):
     """P_H = 1 exactly with Q_H = .8 (rho = .2/eps), P_H = 1 - 1e-12, and Q_H = 1 exactly with P_H = .6:
     the three heads in one call per mode (leading shape [3]; each position's floors its own).
@@ -257,7 +270,12 @@ def test_eps_floors_keep_extremes_finite(sub, oracle, ctx):
     masses 1 - P_H = 1.5e-3, 1 - Q_H = 5e-4: rho = 1/3 under the default eps, 2/3 under 1e-3
     (1/rho = 3 is outside mis's band [0.5, 2], 1.5 inside); and one sc_policy_loss call per mode
     with eps = 1e-3 on the same heads: an eps that is ignored, or not passed from the loss to the
-    correction (in any one mode's branch), changes the value."""
+    correction (in any one mode's branch), changes the value. The eps = 1e-3 calls (both functions)
+    give eps with something left out at its spec default: "none" passes eps alone (mode, low and
+    high omitted), "tis" [0, 1.6] omits low, "mis" [0.5, 2] omits high, so eps and each bound are
+    also passed alone (a solution that reads eps only when the mode or a bound is given, or one
+    bound only when the other is, is off: 1/rho = 5e-6 ... 3 and head ratios 5/3 lie between the
+    given and the default bounds)."""
     rows = [
         ("P_H = 1 exactly, Q_H = 0.8", [0.5, 0.5], [0.5, 0.3]),
         ("P_H = 1 - 1e-12, Q_H = 0.8", [0.5, 0.5 - 1e-12], [0.5, 0.3]),
@@ -269,13 +287,12 @@ def test_eps_floors_keep_extremes_finite(sub, oracle, ctx):
     runs = []
     with batch(sub) as b:
         for mode in ("none", "tis", "mis"):
-            low, high = (0.0, 2.0) if mode != "mis" else (0.5, 2.0)
+            low, high = BOUNDS[mode]
             for eps in (None, 1e-3):  # None: eps omitted, the default 1e-6
                 n = 3 if eps is None else 4
                 th = leaf(th0[:n])
-                kw = {} if eps is None else dict(eps=eps)
-                runs.append((mode, low, high, eps, n, th,
-                             b.sc_correction(th, sh[:n], mode=mode, low=low, high=high, **kw)))
+                kw = dict(mode=mode, low=low, high=high) if eps is None else _eps_kw(mode, eps)
+                runs.append((mode, low, high, eps, n, th, b.sc_correction(th, sh[:n], **kw)))
         loss_args = (torch.log(torch.tensor([[0.3, 0.45, 0.2, 0.5]], dtype=D)),
                      torch.log(torch.tensor([[0.25, 0.3, 0.35, 0.5]], dtype=D)),
                      th0.unsqueeze(0), sh.unsqueeze(0), torch.tensor([1.5], dtype=D),
@@ -283,18 +300,23 @@ def test_eps_floors_keep_extremes_finite(sub, oracle, ctx):
         # every mode: a loss that passes eps on in one mode's branch only is off in the others
         losses = []
         for mode in ("none", "tis", "mis"):
-            loss_kw = dict(mode=mode, low=0.0 if mode != "mis" else 0.5, high=2.0, eps=1e-3)
+            loss_kw = dict(mode=mode, low=BOUNDS[mode][0], high=BOUNDS[mode][1], eps=1e-3)
             x, xh = leaf(loss_args[0]), leaf(loss_args[2])
-            losses.append((loss_kw, x, xh, b.sc_policy_loss(x, loss_args[1], xh, *loss_args[3:], **loss_kw)))
-    passed_as = lambda eps: "eps omitted (default 1e-6)" if eps is None else f"eps={eps} passed"
+            losses.append((loss_kw, x, xh, b.sc_policy_loss(x, loss_args[1], xh, *loss_args[3:],
+                                                            **_eps_kw(mode, 1e-3))))
+    def passed_as(mode, eps):
+        if eps is None:
+            return "eps omitted (default 1e-6)"
+        return f"eps={eps} passed{cases.omitted_note(dict(mode=mode, low=0, high=0), _eps_kw(mode, eps))}"
+
     values = [check_tensor(pending.value, what=f"sc_correction on heads of shape ({n}, 2) (mode={mode!r}, "
-                                               f"{passed_as(eps)})", shape=(n,))
+                                               f"{passed_as(mode, eps)})", shape=(n,))
               for mode, low, high, eps, n, th, pending in runs]
     # every c.sum().backward() in one pass (one round trip); row r's gradient reaches th[r] only
     backward_sums(values)
     for (mode, low, high, eps, n, th, pending), c in zip(runs, values):
         eps_kw = {} if eps is None else dict(eps=eps)
-        passed = passed_as(eps)
+        passed = passed_as(mode, eps)
         _no_grad_is_feedback(th, f"sc_correction (mode={mode!r})")
         kw = dict(mode=mode, low=low, high=high, **eps_kw)
         want_c, want_g = oracle.sc_correction_and_coefficients(th0[:n], sh[:n], **kw)
@@ -319,8 +341,9 @@ def test_eps_floors_keep_extremes_finite(sub, oracle, ctx):
     outs = [pending.value for *_, pending in losses]
     backward_sums(outs)  # one pass for the three 0-d losses
     for (loss_kw, x, xh, _), out in zip(losses, outs):
-        what = (f"sc_policy_loss(mode={loss_kw['mode']!r}, low={loss_kw['low']:g}, high=2, eps=1e-3) on the four "
-                f"heads above (eps reaches the correction)")
+        call = ", ".join(f"{key}={v!r}" for key, v in _eps_kw(loss_kw["mode"], 1e-3).items())
+        what = (f"sc_policy_loss({call}) on the four heads above (eps reaches the correction; "
+                f"{', '.join(f'{key}={loss_kw[key]!r}' for key in ('mode', 'low', 'high'))} expected)")
         want, g_logp, g_head = oracle.sc_policy_loss_and_grads(*loss_args, **loss_kw)
         assert_close(out, want, what=what, inputs=shown)
         if xh.grad is None:
