@@ -17,6 +17,12 @@ from judge.testing import backward_losses as backward_all  # one backward for ma
 F32, F64 = torch.float32, torch.float64
 PADS = (float("nan"), float("inf"), 1e30, float("-inf"))
 SIZES = ((1, 1), (1, 3), (2, 2), (3, 1), (3, 5), (4, 4), (5, 3), (6, 7), (8, 8))
+# The spec's default PPO widths, eps_low=0.2 and eps_high=0.2. The regime calls of WIDTH_OMITTED
+# leave one width out (it is at this default) and give the other a non-default value, so each
+# width is also passed alone (a solution that reads one width only when the other is given too,
+# or derives eps_high from eps_low, is off).
+DEFAULT_EPS = {"eps_low": 0.2, "eps_high": 0.2}
+WIDTH_OMITTED = {4: "eps_low", 5: "eps_high", 7: "eps_low", 8: "eps_high"}
 
 
 def _u(g, shape, lo, hi):
@@ -78,7 +84,8 @@ def regime_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: int) 
     """(case, kwargs) for case number ``k`` of a run: every mask kind and padding fill in turn,
     empty rows, every default omitted in some calls, TIS bounds drawn per seed (sometimes a
     huge upper bound, where a +-20 clamp of the log-ratio as in SkyRL's safe_exp_delta shows),
-    PPO widths sometimes 0 or >= 1 (used as given), behaviour log-ratios of +-25 and overflowing
+    PPO widths sometimes 0 or >= 1 (used as given), each width alone in the calls of
+    WIDTH_OMITTED (the other left out at its default), behaviour log-ratios of +-25 and overflowing
     ones (weight U, or L on underflow), PPO log-ratios of +-25 (ratios > 3 with A < 0: no dual
     clip) and, for A > 0 only, overflowing PPO ratios (clipped: gradient 0, never NaN), tiny
     log-probabilities (e^-110 / e^-800), float64 advantages with float32 log-probs, and
@@ -99,8 +106,14 @@ def regime_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: int) 
         kwargs.update(tis_low=low, tis_high=high)
     if k % 3 != 0:
         widths = (0.0, 0.1, 0.2, 0.28, 1.0, 1.5)
-        eps = tuple(widths[int(i)] for i in torch.randint(0, len(widths), (2,), generator=g))
-        kwargs.update(eps_low=eps[0], eps_high=eps[1])
+        idx = [int(i) for i in torch.randint(0, len(widths), (2,), generator=g)]
+        eps = tuple(widths[i] for i in idx)
+        omit = WIDTH_OMITTED.get(k)
+        if omit is not None:  # that width at its default and left out, the other not at its default
+            given = widths[:2] + widths[3:]
+            eps = tuple(DEFAULT_EPS[name] if name == omit else given[i % len(given)]
+                        for name, i in zip(("eps_low", "eps_high"), idx))
+        kwargs.update({name: e for name, e in zip(("eps_low", "eps_high"), eps) if name != omit})
     if k % 5 != 0:
         kwargs["per_token_loss"] = bool(k % 2)
     old = _u(g, (B, L), -4.0, -0.5)

@@ -3,7 +3,8 @@
 Which test covers which class (issue 17):
 - test_seeded_shapes_regimes_mask_kinds_and_defaults: shapes drawn per seed (B = 1, L = 1, one
   batch of >= 16k tokens against the vectorised reference), every mask kind and fill, every
-  default omitted in some calls, TIS bounds incl. [0, 1e12] and [1, 1], PPO widths 0 and >= 1,
+  default omitted in some calls, each PPO width alone in four (_cases.WIDTH_OMITTED: the other
+  left out at its default 0.2), TIS bounds incl. [0, 1e12] and [1, 1], PPO widths 0 and >= 1,
   behaviour and PPO log-ratios +-25 and overflowing, e^-110/e^-800 probabilities, empty rows,
   float64 advantages with float32 logp, and in every other call non-contiguous views of the same
   values (column-major, sliced, strided: judge.cases.strided), which a .view(-1) cannot flatten.
