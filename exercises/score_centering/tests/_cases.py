@@ -133,6 +133,10 @@ def loss_case(g, B, L, V, k, dtype, i, pad=True, pool=0):
     logp = log_p.gather(-1, a).squeeze(-1)
     rollout = log_q.gather(-1, a).squeeze(-1)
     adv = randn(g, B)
+    if B >= 2 and i % 3 == 0:
+        # a response with advantage exactly 0 still counts its tokens in the token-mean's
+        # denominator: dropping such rows (DAPO-style filtering) changes the loss
+        adv[i % B] = 0.0
     mask = _draw_mask(g, B, L, pad)
     if pad:
         fill = GARBAGE[i % len(GARBAGE)]
