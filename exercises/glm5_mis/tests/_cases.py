@@ -92,6 +92,10 @@ def regime_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, *, mask_
     log_ratio = push_away(log_ratio, (1.0 - widths[0], 1.0 + widths[1]))
     rollout = logp - log_ratio
     adv = torch.randn(B, generator=g, dtype=torch.float64)
+    if B >= 2 and float(torch.rand((), generator=g)) < 0.4:
+        # a response with advantage exactly 0 still counts its tokens in the token-mean's N:
+        # dropping such rows (DAPO-style filtering) changes the loss
+        adv[int(torch.randint(0, B, (), generator=g))] = 0.0
     logp, rollout = jc.pad(logp.to(dtype), valid, pad_fill), jc.pad(rollout.to(dtype), valid, -pad_fill)
     return {"logp": logp, "rollout_logp": rollout, "advantages": adv.to(adv_dtype or dtype),
             "mask": jc.as_mask(valid, mask_kind)}

@@ -122,6 +122,10 @@ def regime_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: int) 
     adv = torch.randn(B, generator=g, dtype=F64)
     if k % 4 == 2:
         adv = adv * 1e3     # advantages far from unit scale are allowed: no clamp of A (e.g. to +-50)
+    if B >= 2 and k % 3 == 1:
+        # a response with advantage exactly 0 still counts its tokens in the token-mean's N (and
+        # in seq-mean's B): dropping such rows (DAPO-style filtering) changes the loss
+        adv[k % B] = 0.0
     pick = torch.rand((B, L), generator=g, dtype=F64)
     sign = torch.where(torch.rand((B, L), generator=g) < 0.5, -1.0, 1.0).to(F64)
     over = jc.OVERFLOW_LOG_RATIOS[dtype][0]
