@@ -2,7 +2,10 @@
 
 Coverage: fixed small-to-large sizes (1 x 1 ... 3 x 1 in the visible test, 3 x 5 ... 8 x 8 in the
 hidden ones; in submit mode both run, so every size once per aggregation), float32/float64, bool/float masks, NaN /
-inf / 1e30 padding, empty rows, random bands; values and gradients for both aggregations.
+inf / 1e30 padding, empty rows, random bands; values and gradients for both aggregations. The
+keyword calls leave out every argument equal to its default, and the bands and widths of the
+sweep (_cases.BANDS, WIDTHS) make each defaulted argument also passed alone: for every ordered
+pair (p, q) some call gives p a non-default value and omits q.
 Shapes drawn per seed, the >= 16k-token batch (against the vectorised reference), widths other
 than 0.2 and the extreme regimes are in test_t2_regimes.py.
 """
@@ -23,11 +26,15 @@ def _queue_weights(b, ctx, salt, limit=None, start=0):
     """Queue icepop_weights on the cases of ``salt`` in the batch ``b``."""
     g = ctx.generator(salt)
     # every other case passes the band by position (the spec's order low, high): a signature
-    # with the two swapped is invisible to keyword calls
+    # with the two swapped is invisible to keyword calls; the keyword calls leave out a bound at
+    # its default (cases.BANDS: each bound is also passed alone; the tokens that show it are
+    # planted in those cases only: the even-numbered ones, start being even)
     return [(case, (low, high),
              b.icepop_weights(case["old_logp"], case["rollout_logp"], case["mask"], low, high) if i % 2
-             else b.icepop_weights(case["old_logp"], case["rollout_logp"], case["mask"], low=low, high=high))
-            for i, (case, (low, high)) in enumerate(cases.cases(g, limit=limit, start=start))]
+             else b.icepop_weights(case["old_logp"], case["rollout_logp"], case["mask"],
+                                   **cases.given(low=low, high=high)))
+            for i, (case, (low, high)) in enumerate(cases.cases(g, limit=limit, start=start,
+                                                                plant=lambda n: n % 2 == 0))]
 
 
 def _check_weights(oracle, queued):
@@ -44,27 +51,34 @@ def _queue_loss(b, ctx, salt, per_token, limit=None, start=0):
     """Queue icepop_ppo_loss on the cases of ``salt`` in the batch ``b``."""
     g = ctx.generator(salt)
     queued = []
-    for case, (low, high) in cases.cases(g, limit=limit, start=start):
-        # asymmetric widths under both aggregations (make_case keeps r off 1.28 too): a branch
-        # that builds its clip from one width (clip(r, 1 - eps_low, 1 + eps_low)) is seen on
-        # every size, not only where test_widths_used_as_given's draws happen to reach it
-        eps_low, eps_high = 0.2, 0.28
+    for i, (case, (low, high)) in enumerate(cases.cases(g, limit=limit, start=start), start):
+        # asymmetric widths under both aggregations (make_case keeps r off 0.7 and 1.28 too): a
+        # branch that builds its clip from one width (clip(r, 1 - eps_low, 1 + eps_low)) is seen
+        # on every size, not only where test_widths_used_as_given's draws happen to reach it
+        eps_low, eps_high = cases.WIDTHS[i]
         kw = dict(eps_low=eps_low, eps_high=eps_high, low=low, high=high,
                   per_token_loss=per_token)
+        # the call leaves out the arguments at their defaults (per_token_loss=True only in the
+        # even-numbered cases): with cases.BANDS / WIDTHS every defaulted argument is also
+        # passed alone, each ordered pair (p given, q omitted) at least once
+        call = cases.given(**kw) if i % 2 == 0 else dict(cases.given(**kw), per_token_loss=per_token)
         lp = leaf(case["logp"])
         args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
-        queued.append((case, kw, lp, args, b.icepop_ppo_loss(lp, *args, **kw)))
+        queued.append((case, kw, call, lp, args, b.icepop_ppo_loss(lp, *args, **call)))
     return queued
 
 
 def _check_loss_and_grad(oracle, queued):
     losses, descs = [], []   # every loss first, then one backward for all of them
-    for case, kw, lp, args, out in queued:
+    for case, kw, call, lp, args, out in queued:
         dtype = case["logp"].dtype
         want = oracle.icepop_ppo_loss(case["logp"], *args, **kw)  # while the submission runs
         got = out.value
         check_tensor(got, what="icepop_ppo_loss", shape=(), dtype=dtype)
-        desc = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in kw.items())
+        desc = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in call.items())
+        if len(call) < len(kw):
+            desc += " (" + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                                     for k, v in kw.items() if k not in call) + " omitted: the spec's defaults)"
         assert_close(got, want, what=f"icepop_ppo_loss({desc})", inputs=case)
         if not got.requires_grad:
             raise Feedback("icepop_ppo_loss returned a tensor with requires_grad=False: the loss "
@@ -72,7 +86,7 @@ def _check_loss_and_grad(oracle, queued):
         losses.append(got)
         descs.append(desc)
     cases.backward_all(losses, descs)
-    for (case, kw, lp, args, out), desc in zip(queued, descs):
+    for (case, kw, call, lp, args, out), desc in zip(queued, descs):
         want_g = oracle.icepop_ppo_loss_grad(case["logp"], *args, **kw)
         assert_close(lp.grad if lp.grad is not None else torch.zeros_like(lp), want_g,
                      what=f"d icepop_ppo_loss / d logp ({desc})", inputs=case)

@@ -230,7 +230,8 @@ def test_gradient_is_weight_times_plain_ppo_gradient(sub, ref, ctx):
     g = ctx.generator(201)
     with batch(sub) as b:
         calls = []
-        for i, (case, (low, high)) in enumerate(cases.cases(g, random_bounds=True)):
+        sweep = cases.cases(g, random_bounds=True, plant=lambda i: False)  # T1's plants: not needed
+        for i, (case, (low, high)) in enumerate(sweep):
             args = (case["old_logp"], case["rollout_logp"], case["advantages"], case["mask"])
             w = (case["old_logp"], case["rollout_logp"], case["mask"], low, high)
             # one aggregation per size, in pairs (T T F F ...): each aggregation sees both dtypes,
