@@ -143,6 +143,12 @@ def make_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, pad: float
         if signs:
             adv = torch.tensor([signs[k] * (0.5 + abs(x)) if k in signs else x
                                 for k, x in enumerate(adv.tolist())], dtype=F64)
+    if B >= 2 and float(torch.rand((), generator=g)) < 0.4:
+        # a response with advantage exactly 0 (not a planted row) still counts its tokens in the
+        # token-mean's N: dropping such rows (DAPO-style filtering) changes the loss
+        unsigned = [i for i in range(B) if not (plant and i in signs)]
+        if unsigned:
+            adv[unsigned[int(torch.randint(0, len(unsigned), (), generator=g))]] = 0.0
     rollout = old - log_rho
     logp = old + log_r
     pad_t = torch.tensor(pad, dtype=F64)
