@@ -26,6 +26,8 @@ appended for the second, third... identical change on the same line, so authors 
 known-equivalent mutants in ``reference/<slug>/mutants.toml``. Code inside ``raise`` statements
 and f-strings (error messages) is never mutated (a whole ``raise`` may be removed: ``guard``).
 Two operators that produce the same module count once (the first in ``OPERATORS`` order).
+``judge.authoring.interface`` adds mutants of how the declared functions take their arguments and
+rows (``alone``, ``rows``, ``precision``); ``judge validate`` grades both kinds.
 """
 
 from __future__ import annotations

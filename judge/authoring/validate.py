@@ -400,11 +400,13 @@ def grade_mutant(ex: Exercise, source: str, g: _Grader) -> str:
 
 def _check_mutants(ex: Exercise, g: _Grader, equivalents: list[EquivalentMutant],
                    cap: int) -> tuple[CheckResult, MutationReport]:
-    from judge.authoring import mutate
+    from judge.authoring import interface, mutate
 
     t0 = time.perf_counter()
     listed = {e.id: e.reason for e in equivalents}
-    generated = mutate.generate(ex.solution_path.read_text(), ex.solution_path.name)
+    source = ex.solution_path.read_text()
+    generated = (mutate.generate(source, ex.solution_path.name)
+                 + interface.generate(source, [f.name for f in ex.functions], ex.solution_path.name))
     chosen = mutate.select(generated, cap)
     report = MutationReport(seed=g.seed, generated=len(generated), cap=cap, tested=len(chosen),
                             killed=0, survived=0, equivalent=0)

@@ -122,7 +122,7 @@ def regime_case(g: torch.Generator, B: int, L: int, dtype: torch.dtype, k: int) 
     adv = torch.randn(B, generator=g, dtype=F64)
     if k % 4 == 2:
         adv = adv * 1e3     # advantages far from unit scale are allowed: no clamp of A (e.g. to +-50)
-    if B >= 2 and k % 3 == 1:
+    if B >= 2 and k % 3 == 0:  # (not the WIDTH_OMITTED cases: their rows show a dropped width)
         # a response with advantage exactly 0 still counts its tokens in the token-mean's N (and
         # in seq-mean's B): dropping such rows (DAPO-style filtering) changes the loss
         adv[k % B] = 0.0
