@@ -52,8 +52,9 @@ def test_the_ids_and_operators_of_a_declared_function():
     pairs = [f"solution.py:4:alone:{p}|{q}" for p in ("low", "high", "per_row")
              for q in ("low", "high", "per_row") if p != q]
     assert set(ms) == set(pairs) | {"solution.py:4:rows:zero-advantage", "solution.py:4:rows:empty",
-                                    "solution.py:4:precision:float32"}
-    assert {m.operator for m in ms.values()} == {"alone", "rows", "precision"}
+                                    "solution.py:4:precision:float32", "solution.py:4:order:low<->high",
+                                    "solution.py:4:order:high<->per_row"}
+    assert {m.operator for m in ms.values()} == {"alone", "rows", "precision", "order"}
     assert all(m.line == 4 and SOURCE.rstrip("\n") in m.source for m in ms.values())
     # a function without mask and advantages gets no rows mutants; an undeclared one nothing
     helper = {m.id for m in generate(SOURCE, ["helper"])}
@@ -99,3 +100,12 @@ def test_precision_computes_float64_in_float32_and_casts_back():
     assert got != want and abs(got - want) < 1e-6
     x32, adv32, _ = _batch(torch.float32)
     assert torch.equal(f(x32, adv32, mask), ref.loss(x32, adv32, mask))  # float32: nothing to lose
+
+
+def test_order_swaps_two_neighbouring_parameters_of_a_positional_call():
+    ref = types.ModuleType("ref")
+    exec(compile(SOURCE, "solution.py", "exec"), ref.__dict__)
+    f = _load(_mutants()["solution.py:4:order:low<->high"])
+    x, adv, mask = _batch()
+    assert torch.equal(f(x, adv, mask, 0.8, 1.9), ref.loss(x, adv, mask, 1.9, 0.8))
+    assert torch.equal(f(x, adv, mask, low=0.8, high=1.9), ref.loss(x, adv, mask, low=0.8, high=1.9))

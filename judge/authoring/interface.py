@@ -11,6 +11,7 @@ version computes:
 | `alone`     | a defaulted parameter `p` is honoured only when another defaulted parameter `q` is given too (else `p`'s default is used): `eps_high = eps_low if eps_high is None`-style defaults, a bound applied only beside its partner | `alone:clip_low\\|clip_high` |
 | `rows`      | (a function with `mask` and `advantages`) the responses whose advantage is exactly 0 are dropped before it runs (DAPO-style filtering), or the responses with no valid token are | `rows:zero-advantage`, `rows:empty` |
 | `precision` | float64 tensor inputs computed in float32, the result cast back to float64    | `precision:float32`        |
+| `order`     | two neighbouring defaulted parameters in the other order in the signature (a positional call gives each the other's value) | `order:eps_low<->eps_high` |
 
 Ids are ``<file>:<line of the def>:<label>``, as ``mutate``'s are, so an equivalent one is listed
 in ``mutants.toml`` the same way (e.g. ``rows:empty`` for a loss that is a token-mean only: an
@@ -78,6 +79,17 @@ def {fn}(*args, **kwargs):
 '''
 
 
+_ORDER = '''
+def {fn}(*args, **kwargs):
+    names = list(_judge_sig_{fn}.parameters)
+    i, j = names.index({p!r}), names.index({q!r})
+    if len(args) > max(i, j):  # the mistake: {p} and {q} in the other order in the signature
+        args = list(args)
+        args[i], args[j] = args[j], args[i]
+    return _judge_orig_{fn}(*args, **kwargs)
+'''
+
+
 def _defaulted(fn: ast.FunctionDef) -> list[str]:
     a = fn.args
     positional = a.posonlyargs + a.args
@@ -110,6 +122,11 @@ def generate(source: str, functions: list[str], filename: str = "solution.py") -
         for p, q in itertools.permutations(_defaulted(fn), 2):
             add(fn, "alone", f"alone:{p}|{q}", _ALONE.format(fn=name, p=p, q=q),
                 f"{name}(..., {p}=v)", f"{name}(..., {p}=v) uses {p}'s default unless {q} is given too")
+        positional = [p.arg for p in fn.args.posonlyargs + fn.args.args]
+        ordered = [p for p in _defaulted(fn) if p in positional]
+        for p, q in zip(ordered, ordered[1:]):
+            add(fn, "order", f"order:{p}<->{q}", _ORDER.format(fn=name, p=p, q=q),
+                f"{name}(..., {p}, {q})", f"{name}(..., {q}, {p})")
         if {"mask", "advantages"} <= set(_params(fn)):
             for kind, keep in _KEEP.items():
                 add(fn, "rows", f"rows:{kind}", _ROWS.format(fn=name, keep=keep),

@@ -27,7 +27,7 @@ known-equivalent mutants in ``reference/<slug>/mutants.toml``. Code inside ``rai
 and f-strings (error messages) is never mutated (a whole ``raise`` may be removed: ``guard``).
 Two operators that produce the same module count once (the first in ``OPERATORS`` order).
 ``judge.authoring.interface`` adds mutants of how the declared functions take their arguments and
-rows (``alone``, ``rows``, ``precision``); ``judge validate`` grades both kinds.
+rows (``alone``, ``rows``, ``precision``, ``order``); ``judge validate`` grades both kinds.
 """
 
 from __future__ import annotations

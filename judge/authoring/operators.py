@@ -11,7 +11,7 @@ from typing import Callable, Iterator
 
 OPERATORS = ("comparison", "minmax", "clamp", "detach", "mask", "summean", "constant",
              "guard", "default", "wheremul", "expdiv", "cast", "branch", "arith", "negate", "swap",
-             "alone", "rows", "precision")  # the last three: judge.authoring.interface's wrappers
+             "alone", "rows", "precision", "order")  # the last four: judge.authoring.interface's
 _CASTS = ("to", "double", "float", "half", "long", "int", "bool", "type", "clone", "contiguous")
 _CMP_CALLS = {"lt": "le", "le": "lt", "gt": "ge", "ge": "gt"}  # torch.lt(a, b), a.le(b)
 _CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
