@@ -47,6 +47,16 @@ def _log_softmax(x):
 log_softmax = _log_softmax
 
 
+def is_rule(x, mode, low, high):
+    """The IS rule f on ratios x (test-side, independent of the submission), compared in x's
+    dtype: 1 for "none", the clamp for "tis", x inside the closed band and 0 outside for "mis"."""
+    if mode == "none":
+        return torch.ones_like(x)
+    if mode == "tis":
+        return x.clamp(low, high)
+    return torch.where((x >= low) & (x <= high), x, torch.zeros_like(x))
+
+
 def sample(g, log_q):
     """One token a ~ q per position: [*lead] int64 (inverse-CDF sampling of log_q [*lead, V])."""
     u = torch.rand(*log_q.shape[:-1], 1, generator=g, dtype=D)

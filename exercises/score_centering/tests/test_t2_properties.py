@@ -30,15 +30,6 @@ D = torch.float64
 L2 = math.log(2.0)
 
 
-def _f(x, mode, low, high):
-    """The IS rule on a float64 tensor of ratios (test-side, independent of the submission)."""
-    if mode == "none":
-        return torch.ones_like(x)
-    if mode == "tis":
-        return x.clamp(low, high)
-    return torch.where((x >= low) & (x <= high), x, torch.zeros_like(x))
-
-
 def _full_centering(z, q, ids, mode, low, high, eps=1e-6):
     """mu_w = sum_v q_hat_v f(p_v / q_hat_v) (e_v - p) over the WHOLE vocabulary, with the sampler
     tail reconstructed as q_hat_v = rho * p_v off the head (rho with the eps floors)."""
@@ -48,7 +39,7 @@ def _full_centering(z, q, ids, mode, low, high, eps=1e-6):
     P, Q = p[in_h].sum(), q[in_h].sum()
     rho = torch.clamp(1 - Q, min=eps) / torch.clamp(1 - P, min=eps)
     q_hat = torch.where(in_h, q, rho * p)
-    qw = q_hat * _f(p / q_hat, mode, low, high)
+    qw = q_hat * cases.is_rule(p / q_hat, mode, low, high)
     return qw - p * qw.sum()
 
 
@@ -214,7 +205,7 @@ def test_gradient_identity_full_vocabulary_centering(sub, ctx):
                          what=f"d c / d logits vs the full-vocabulary centring mu_w under q_hat (mode={mode!r})")
             p = torch.softmax(z0[r], -1)
             t = int(a[r])
-            w_a = _f((p[t] / q[t]).reshape(1), mode, low, high)[0]
+            w_a = cases.is_rule((p[t] / q[t]).reshape(1), mode, low, high)[0]
             s_a = -p.clone()
             s_a[t] += 1
             assert_close(-n * z.grad[r], float(A[r]) * (w_a * s_a - mu), inputs=inputs,
@@ -239,7 +230,7 @@ def test_whole_vocabulary_head_is_exact(sub, ctx):
     for dtype, mode, low, high, z0, log_q, correction in runs:
         q = log_q.to(D).exp()
         p = torch.softmax(z0.to(D), -1)
-        qw = q * _f(p / q, mode, low, high)
+        qw = q * cases.is_rule(p / q, mode, low, high)
         exact = qw - p * qw.sum()
         c, gz = _correction_grad(correction)
         inputs = dict(logits=z0, q=q, head="the whole vocabulary", mode=mode)

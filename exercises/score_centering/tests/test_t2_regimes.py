@@ -276,15 +276,6 @@ def test_validation_with_empty_masks(sub):
         expect_raises(ValueError, pending.get, what=what)
 
 
-def _f(x, mode, low, high):
-    """The IS rule on ratios x (test-side), compared in x's dtype."""
-    if mode == "none":
-        return torch.ones_like(x)
-    if mode == "tis":
-        return x.clamp(low, high)
-    return torch.where((x >= low) & (x <= high), x, torch.zeros_like(x))
-
-
 def test_large_batch_matches_reference(sub, ref, ctx):
     """One batch of B * L >= 16384 tokens against the reference, evaluated per prefix: every
     position's heads are one of the 1024 drawn prefixes' (cases.pooled_case), so the reference's
@@ -314,7 +305,7 @@ def test_large_batch_matches_reference(sub, ref, ctx):
     coef_pool = torch.cat([hp.grad.to(F64), torch.zeros(1, k, dtype=F64)])
     zero = torch.zeros((), dtype=dtype)
     lp, lr = torch.where(valid, t["logp"], zero), torch.where(valid, t["rollout_logp"], zero)
-    w_a = _f(torch.exp(lp - lr), kw["mode"], kw["low"], kw["high"]).to(F64)
+    w_a = cases.is_rule(torch.exp(lp - lr), kw["mode"], kw["low"], kw["high"]).to(F64)
     A = t["advantages"].to(F64).unsqueeze(-1)
     n = max(1, int(valid.sum()))
     per_token = torch.where(valid, -A * w_a * lp.to(F64) + A * c_pool[pick], 0.0)
