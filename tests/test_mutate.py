@@ -35,6 +35,13 @@ def by_id(mutants):
     return {m.id: m for m in mutants}
 
 
+def assert_changes(ms, expect):
+    """Each id of ``expect`` is among the mutants ``ms`` (by id), with its (before, after)."""
+    for mid, (before, after) in expect.items():
+        assert mid in ms, f"{mid} not among {sorted(ms)}"
+        assert (ms[mid].before, ms[mid].after) == (before, after), mid
+
+
 def test_each_operator_produces_its_mutants():
     ms = by_id(generate(SOURCE))
     expect = {
@@ -56,9 +63,7 @@ def test_each_operator_produces_its_mutants():
         "solution.py:14:-1->0": ("-1", "0"),
         "solution.py:8:2->3": ("2", "3"),
     }
-    for mid, (before, after) in expect.items():
-        assert mid in ms, f"{mid} not among {sorted(ms)}"
-        assert (ms[mid].before, ms[mid].after) == (before, after), mid
+    assert_changes(ms, expect)
     assert {m.operator for m in ms.values()} >= set(OPERATORS[:7])
 
 
@@ -158,9 +163,7 @@ def test_the_operators_for_realistic_mistakes():
         "solution.py:18:ifexp->then": ("w.to(a.dtype) if k > 1 else w", "w.to(a.dtype)"),
         "solution.py:18:ifexp->else": ("w.to(a.dtype) if k > 1 else w", "w"),
     }
-    for mid, (before, after) in expect.items():
-        assert mid in ms, f"{mid} not among {sorted(ms)}"
-        assert (ms[mid].before, ms[mid].after) == (before, after), mid
+    assert_changes(ms, expect)
     assert {m.operator for m in ms.values()} >= set(OPERATORS[7:13])
     removed = ms["solution.py:13:if->never"].source
     assert "flag:" not in removed and "b.double()" not in removed
@@ -186,9 +189,7 @@ def test_arithmetic_and_negation_are_swapped_one_at_a_time():
         "solution.py:4:Sub->Add": ("y - 1", "y + 1"),
         "solution.py:4:Mult->Div": ("x * -1", "x / -1"),
     }
-    for mid, (before, after) in expect.items():
-        assert mid in ms, f"{mid} not among {sorted(ms)}"
-        assert (ms[mid].before, ms[mid].after) == (before, after), mid
+    assert_changes(ms, expect)
     assert not any(m.operator == "negate" and m.line == 4 for m in ms.values())  # -1 is a number
 
 

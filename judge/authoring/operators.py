@@ -5,6 +5,7 @@ every applicable change; ``mutate`` applies them one at a time."""
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -20,8 +21,6 @@ _MINMAX = {"min": "max", "max": "min", "minimum": "maximum", "maximum": "minimum
 _SUMMEAN = {"sum": "mean", "mean": "sum"}
 _CLAMPS = ("clamp", "clip")
 _MASK_WORDS = ("mask", "valid")
-_BUILTIN_CALLS = ("max", "min", "range", "isinstance", "getattr", "setattr", "zip", "map", "round",
-                  "pow", "divmod", "enumerate", "sorted", "print", "issubclass", "hasattr", "type")
 _ARITH = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult}
 
 
@@ -222,9 +221,9 @@ def _call_sites(i: int, node: ast.Call, statement: bool = False) -> Iterator[Sit
             a, b = _exp_of_difference(n)
             return ast.BinOp(left=_exp_like(n, a), op=ast.Div(), right=_exp_like(n, b))
         yield Site(i, "expdiv", "exp(a-b)->exp(a)/exp(b)", exp_div)
-    # two arguments swapped: torch.where(c, a, b) -> torch.where(c, b, a); a call of the module's
-    # own function, or a binary torch op (torch.minimum(a, b) is minmax's), with its first two
-    # positional arguments exchanged: helper(logp, old_logp) -> helper(old_logp, logp)
+    # two arguments swapped: torch.where(c, a, b) -> torch.where(c, b, a); a call of a plain
+    # function (not a builtin: max(a, b) is minmax's; not a class) with its first two positional
+    # arguments exchanged: helper(logp, old_logp) -> helper(old_logp, logp)
     if name == "where" and _is_torch_call(node) and len(node.args) == 3:
         def swap_where(n):
             n.args[1], n.args[2] = n.args[2], n.args[1]
@@ -232,7 +231,7 @@ def _call_sites(i: int, node: ast.Call, statement: bool = False) -> Iterator[Sit
         yield Site(i, "swap", "where-a<->b", swap_where)
     elif (not statement and isinstance(node.func, ast.Name) and len(node.args) >= 2
           and not node.func.id[:1].isupper()
-          and node.func.id not in _BUILTIN_CALLS
+          and not hasattr(builtins, node.func.id)
           and ast.unparse(node.args[0]) != ast.unparse(node.args[1])):
         def swap_args(n):
             n.args[0], n.args[1] = n.args[1], n.args[0]
