@@ -436,6 +436,13 @@ def assert_no_grad(t: torch.Tensor, *, what: str) -> None:
         raise Feedback(f"{what} must be detached (stop-gradient), but it received gradient {describe(g)}")
 
 
+def without_defaults(kwargs: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` less the entries equal to their default in ``defaults`` (the spec's, written out
+    by the test): a sweep that calls with these passes each parameter alone when the others are
+    at their defaults, so a solution that honours one only beside another is seen."""
+    return {k: v for k, v in kwargs.items() if k not in defaults or v != defaults[k]}
+
+
 def leaf(x: torch.Tensor, requires_grad: bool = True) -> torch.Tensor:
     """A fresh leaf copy of ``x`` that records gradients."""
     return x.detach().clone().requires_grad_(requires_grad)

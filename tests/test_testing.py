@@ -216,3 +216,14 @@ def test_check_count_loss_wants_the_references_float64_scalar_and_names_the_coun
     with pytest.raises(Feedback) as e:
         check_count_loss(want + 1, want, mask_dtype=torch.uint8, **kw)
     assert "cannot hold" not in str(e.value)  # an integer mask holds every count
+
+
+def test_without_defaults_leaves_out_exactly_the_entries_at_their_default():
+    from judge.testing import without_defaults
+
+    defaults = {"low": 0.5, "high": 2.0, "per_token_loss": False}
+    assert without_defaults({"low": 0.5, "high": 3.0, "per_token_loss": True}, defaults) == \
+        {"high": 3.0, "per_token_loss": True}
+    assert without_defaults({"low": 0.5, "high": 2.0}, defaults) == {}
+    assert without_defaults({"mode": "tis", "low": 1}, {"low": 1.0}) == {"mode": "tis"}  # 1 == 1.0
+    assert without_defaults({"low": 0.4}, defaults) == {"low": 0.4}

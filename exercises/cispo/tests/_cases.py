@@ -7,6 +7,7 @@ import math
 import torch
 
 from judge import cases as shared
+from judge.testing import without_defaults
 
 FILLS = [math.nan, math.inf, -math.inf, 1e30]
 # Bands (eps_low, eps_high). Two of them keep one width at its default (eps_low = 1, eps_high = 4):
@@ -19,7 +20,7 @@ DEFAULT_EPS = {"eps_low": 1.0, "eps_high": 4.0}
 
 def given_widths(eps_low: float, eps_high: float) -> dict:
     """The widths as keywords, one equal to its default left out."""
-    return {k: v for k, v in (("eps_low", eps_low), ("eps_high", eps_high)) if v != DEFAULT_EPS[k]}
+    return without_defaults({"eps_low": eps_low, "eps_high": eps_high}, DEFAULT_EPS)
 DTYPES = [torch.float64, torch.float32]
 
 

@@ -7,6 +7,7 @@ import math
 import torch
 
 from judge.testing import backward_losses as backward_all  # one backward for many losses
+from judge.testing import without_defaults
 
 PAD_FILLS = (float("nan"), float("inf"), float("-inf"), 1e30)
 # (clip_low, clip_high) of loss_cases, case j taking CLIPS[j % 5] (5 is prime to the 2 and 3 of
@@ -89,7 +90,7 @@ def loss_cases(g: torch.Generator, limit: int | None = None, start: int = 0):
             old = torch.where(mask, old, torch.full_like(old, PAD_FILLS[(j + 1) % len(PAD_FILLS)]))
             m = mask if j % 2 == 0 else mask.to(dtype)
             kwargs = {"clip_low": clip_low, "clip_high": clip_high, "per_token_loss": j % 3 == 1}
-            kwargs = {k: v for k, v in kwargs.items() if v != LOSS_DEFAULTS[k]}  # defaults omitted
+            kwargs = without_defaults(kwargs, LOSS_DEFAULTS)  # the defaults omitted
             yield logp.to(dtype), old.to(dtype), adv.to(dtype), m, kwargs
 
 

@@ -14,6 +14,7 @@ import torch
 
 from judge import cases as jc
 from judge.testing import backward_losses as backward_all  # one backward for many losses
+from judge.testing import without_defaults
 
 F32, F64 = torch.float32, torch.float64
 PADS = (float("nan"), float("inf"), 1e30, float("-inf"))
@@ -43,7 +44,7 @@ WIDTHS = ((0.3, 0.2), (0.2, 0.28), (0.2, 0.28), (0.3, 0.2),
 
 def given(**kw) -> dict:
     """The keyword arguments, those equal to the spec's default left out."""
-    return {k: v for k, v in kw.items() if not (k in DEFAULTS and v == DEFAULTS[k])}
+    return without_defaults(kw, DEFAULTS)
 
 
 def plants(bounds: tuple[float, float], eps: tuple[float, float]) -> list[tuple]:
