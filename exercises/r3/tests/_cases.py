@@ -76,8 +76,11 @@ def gates64(u: torch.Tensor, idx: torch.Tensor, score_function: str) -> torch.Te
 
 
 def expert_outputs64(x: torch.Tensor, idx: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """E_i(x) = x W_{e_i} for the replayed experts, float64 [N, k, D_out]."""
-    return torch.einsum("nd,nkdo->nko", x.detach().double(), w.detach().double()[idx.long()])
+    """E_i(x) = x W_{e_i} for the replayed experts, float64 [N, k, D_out]: x W_e for every expert
+    e, then the replayed columns gathered (at the tests' small E, a fifth of the time of building
+    the [N, k, D, D_out] stack of selected weights at N = 16k)."""
+    xw = torch.einsum("nd,edo->neo", x.detach().double(), w.detach().double())  # [N, E, D_out]
+    return xw.gather(1, idx.long().unsqueeze(-1).expand(-1, -1, xw.shape[-1]))
 
 
 def forward64(x, u, idx, w, score_function):
